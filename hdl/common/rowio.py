@@ -232,8 +232,8 @@ class RowWriter(wiring.Component):
         strobes = Signal(span)
         row_addr = Signal(ADDR_BITS)
         addr = Signal(ADDR_BITS)                         # bus-aligned, next burst
-        beats = Signal(range(span // bb + 1))            # words in the row
-        sent = Signal(range(span // bb + 1))             # words sent so far
+        beats = Signal(range(span // bb + 2))            # words in the row
+        sent = Signal(range(span // bb + 2))             # words sent so far
         burst_left = Signal(range(PAGE // bb + 1))
         stopped = Signal()
 

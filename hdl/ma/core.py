@@ -444,7 +444,7 @@ class MatrixCore(wiring.Component):
         byte_j = (jt << log_p) << elem_shift               # byte of the tile's first column
         b_words = ROW_BYTES // b_word_bytes
         m.d.comb += [
-            a_rd.addr.eq(Cat(byte_k >> log_bb, half)),
+            a_rd.addr.eq(Cat((byte_k >> log_bb)[:exact_log2(ROW_BYTES // bb)], half)),
             b_rd.addr.eq(k * b_words + (byte_j >> exact_log2(b_word_bytes))),
         ]
         with m.If(step):

@@ -95,7 +95,7 @@ class MemPortToAxi4(wiring.Component):
 
             port.rd_resp.payload.data.eq(axi.rdata),
             port.rd_resp.payload.last.eq(axi.rlast),
-            port.rd_resp.payload.error.eq(axi.rresp[1]),
+            port.rd_resp.payload.error.eq(axi.rresp.as_value()[1]),
             port.rd_resp.valid.eq(axi.rvalid),
             axi.rready.eq(port.rd_resp.ready),
 
@@ -112,7 +112,7 @@ class MemPortToAxi4(wiring.Component):
             axi.wvalid.eq(port.wr_data.valid),
             port.wr_data.ready.eq(axi.wready),
 
-            port.wr_resp.payload.error.eq(axi.bresp[1]),
+            port.wr_resp.payload.error.eq(axi.bresp.as_value()[1]),
             port.wr_resp.valid.eq(axi.bvalid),
             axi.bready.eq(port.wr_resp.ready),
         ]

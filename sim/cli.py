@@ -1,0 +1,172 @@
+"""The ``v4hw`` command line: Verilog, register maps, the demo and the regressions.
+
+Thin glue: each command calls a function of ``hdl``, ``sim`` or ``golden`` and turns a
+bad argument into one error line and exit status 2.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+__all__ = ["main", "BLOCKS", "parse_params"]
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _ma_top(params):
+    from hdl.top.ma import MaTop
+    return MaTop(p=params.get("P", 8), data_width=params.get("DATA_WIDTH", 128))
+
+
+# block name → (Verilog module name, accepted parameters with defaults, top factory)
+BLOCKS = {
+    "ma": ("v4hw_ma", {"P": 8, "DATA_WIDTH": 128}, _ma_top),
+}
+
+
+class UsageError(Exception):
+    """A bad command line: reported as one line, exit status 2."""
+
+
+def parse_params(block, pairs):
+    """``["P=8", ...]`` → ``{"P": 8}``, checked against the block's parameter names."""
+    _, defaults, _ = BLOCKS[block]
+    params = dict(defaults)
+    for pair in pairs or ():
+        name, sep, value = pair.partition("=")
+        if not sep:
+            raise UsageError(f"--param wants NAME=VALUE, not {pair!r}")
+        if name not in defaults:
+            raise UsageError(f"unknown parameter {name!r} for {block} "
+                             f"(known: {', '.join(sorted(defaults))})")
+        try:
+            params[name] = int(value, 0)
+        except ValueError:
+            raise UsageError(f"parameter {name} wants an integer, not {value!r}") from None
+    return params
+
+
+def elaborate(block, params):
+    """The block's standalone top, or UsageError for parameters it refuses."""
+    _, _, factory = BLOCKS[block]
+    try:
+        return factory(params)
+    except (ValueError, TypeError) as error:
+        raise UsageError(f"{block}: {error}") from None
+
+
+def verilog_text(block, params):
+    from amaranth.back import verilog
+    name, _, _ = BLOCKS[block]
+    return verilog.convert(elaborate(block, params), name=name)
+
+
+def cmd_verilog(args):
+    params = parse_params(args.block, args.param)
+    text = verilog_text(args.block, params)
+    out = Path(args.output)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    name = BLOCKS[args.block][0]
+    print(f"wrote {out} (module {name}, "
+          + ", ".join(f"{k}={v}" for k, v in sorted(params.items())) + ")")
+    return 0
+
+
+def cmd_regmap(args, rest):
+    from sim import regmap
+    return regmap.main(rest)
+
+
+def cmd_demo(args):
+    """Generate the MA, run a 128³ int8 and a bf16 tile under Verilator, check both."""
+    from sim.runner import run_cocotb
+    params = {"P": 8, "DATA_WIDTH": 128}
+    print("v4hw demo: generating v4hw_ma (P=8, DATA_WIDTH=128)")
+    text = verilog_text("ma", params)
+    with tempfile.TemporaryDirectory() as tmp:
+        summary_path = Path(tmp) / "summary.json"
+        results = run_cocotb(
+            "verilator", text, "v4hw_ma", "sim.ma_demo_tb", config_name="demo-ma-p8-dw128",
+            waves=args.waves,
+            extra_env={"V4HW_DEMO_SUMMARY": str(summary_path)})
+        summary = json.loads(summary_path.read_text())
+    print()
+    print(f"{'mode':<6}{'M×K×N':>14}{'cycles':>10}{'MAC util.':>11}  golden")
+    for run in summary["runs"]:
+        shape = f"{run['m']}×{run['k']}×{run['n']}"
+        print(f"{run['mode']:<6}{shape:>14}{run['cycles']:>10}"
+              f"{100 * run['utilization']:>10.1f}%  {'match' if run['match'] else 'MISMATCH'}")
+    print(f"\nP={params['P']}, {params['DATA_WIDTH']}-bit bus, memory latency "
+          f"{summary['runs'][0]['latency']} cycles; results: {results}")
+    run_dir = Path(results).parent
+    for pattern in ("*.vcd", "*.gtkw"):
+        for path in sorted(run_dir.glob(pattern)):
+            print(f"waves: {path}")
+    if not args.waves:
+        print("waves: rerun with `v4hw demo --waves` (or WAVES=1) to record a VCD and .gtkw")
+    return 0 if all(run["match"] for run in summary["runs"]) else 1
+
+
+def cmd_sim(args, rest):
+    """Run the cocotb regressions (pytest); extra arguments go to pytest."""
+    command = [sys.executable, "-m", "pytest", "-m", "cocotb", *rest]
+    return subprocess.call(command, cwd=REPO_ROOT)
+
+
+def cmd_waves(args, rest):
+    """Rerun one test with waveform recording; the runner prints the VCD/.gtkw paths."""
+    env = dict(os.environ, WAVES="1")
+    command = [sys.executable, "-m", "pytest", "-s", args.test, *rest]
+    return subprocess.call(command, cwd=REPO_ROOT, env=env)
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(prog="v4hw", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("verilog", help="write a block's standalone top as Verilog")
+    p.add_argument("block", choices=sorted(BLOCKS))
+    p.add_argument("--param", action="append", metavar="NAME=VALUE",
+                   help="a block parameter (repeatable), e.g. P=8, DATA_WIDTH=128")
+    p.add_argument("-o", "--output", required=True, metavar="FILE")
+
+    sub.add_parser("regmap", add_help=False,
+                   help="register maps: `v4hw regmap BLOCK --md|--c|--json|--html`, "
+                        "`v4hw regmap --update`")
+
+    p = sub.add_parser("demo", help="run the MA on a 128³ int8 and bf16 tile (Verilator)")
+    p.add_argument("--waves", action="store_true", help="record a VCD and a .gtkw")
+
+    sub.add_parser("sim", add_help=False,
+                   help="run the cocotb regressions (arguments go to pytest)")
+    p = sub.add_parser("waves", help="rerun one pytest test with waveforms recorded")
+    p.add_argument("test", help="pytest node id, e.g. tests/test_ma_cocotb.py::test_x")
+    return parser
+
+
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    # regmap and sim pass their arguments through untouched.
+    if argv and argv[0] in ("regmap", "sim"):
+        handler = {"regmap": cmd_regmap, "sim": cmd_sim}[argv[0]]
+        return handler(None, argv[1:])
+    args, rest = parser.parse_known_args(argv)
+    try:
+        if args.command == "waves":
+            return cmd_waves(args, rest)
+        if rest:
+            parser.error(f"unrecognized arguments: {' '.join(rest)}")
+        return {"verilog": cmd_verilog, "demo": cmd_demo}[args.command](args)
+    except UsageError as error:
+        print(f"v4hw: error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

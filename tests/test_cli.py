@@ -1,0 +1,29 @@
+"""The `v4hw` command line: Verilog generation and its parameter errors."""
+
+import re
+
+import pytest
+
+from sim.cli import main
+
+
+@pytest.mark.parametrize("param", ["P=1", "P=33", "P=6", "DATA_WIDTH=96", "Q=3", "P=x", "P"])
+def test_bad_parameter_is_one_line_and_exit_2(param, tmp_path, capsys):
+    status = main(["verilog", "ma", "--param", param, "-o", str(tmp_path / "x.v")])
+    err = capsys.readouterr().err.strip()
+    assert status == 2
+    assert len(err.splitlines()) == 1 and err.startswith("v4hw: error:"), err
+    assert not (tmp_path / "x.v").exists()
+
+
+def test_verilog_module_name_and_ports(tmp_path):
+    out = tmp_path / "ma.v"
+    assert main(["verilog", "ma", "--param", "P=2", "--param", "DATA_WIDTH=64",
+                 "-o", str(out)]) == 0
+    text = out.read_text()
+    assert re.search(r"^module v4hw_ma\(", text, re.MULTILINE)
+    header = text[text.index("module v4hw_ma("):].split(";", 1)[0]
+    for port in ("ap_clk", "ap_rst_n", "interrupt", "s_axi_control_awaddr",
+                 "s_axi_control_rdata", "m_axi_gmem_arvalid", "m_axi_gmem_wstrb"):
+        assert re.search(rf"\b{port}\b", header), port
+    assert re.search(r"input \[63:0\] m_axi_gmem_rdata|\[63:0\] m_axi_gmem_rdata", text)

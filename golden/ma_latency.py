@@ -1,0 +1,217 @@
+"""Latency model of the matrix accelerator: cycles from START to CTR for one command.
+
+The model follows the RTL's pipeline stage by stage (``hdl/ma/core.py``), at the level
+of rows, bursts and tiles, in clock cycles:
+
+1. START is performed in cycle 0. The TAT walk checks one row a cycle, A then B then C
+   (2·M + K rows), after a cycle of set-up; loads begin 3 cycles after it.
+2. The row reader takes a row command every ``1 + bursts`` cycles and issues its bursts
+   one a cycle (a row is split at 4 KiB). Memory answers a burst ``latency`` cycles after
+   its address, one word a cycle, in order, on one read channel. A row whose start is
+   not bus-aligned and whose words-in equal words-out costs one extra cycle (the
+   realigner's flush). A group (all of B, an A block, an old-C tile) is usable two
+   cycles after its last word arrived.
+3. Tiles are issued in row-major tile order, each K cycles, first steps at least 2·P
+   cycles apart, when B, the tile's A block (and old C) are loaded and the output FIFO
+   has P free places (credits). The sequencer loads the next A block into a half as soon
+   as that half's last tile has been issued, and the next old-C tile once the previous
+   one has been taken.
+4. The result rows of a tile leave the array ``2·P + 1`` cycles after its last step was
+   issued, one a cycle; the writer takes a row, issues its address (per burst), then its
+   words one a cycle; the write response comes ``latency`` cycles after the last word.
+5. DONE (and the CTR) follow the last write response.
+
+``latency`` is the number of cycles from an address handshake (AR, or the last W beat)
+to the first read word (the write response). The constants below were fitted on the RTL
+and are checked by ``tests/test_ma_latency.py`` on random shapes.
+"""
+
+from dataclasses import dataclass
+
+__all__ = ["MaCommand", "ma_cycles"]
+
+PAGE = 4096
+# Fitted pipeline offsets (cycles), see the module docstring.
+WALK_TO_LOADS = 3        # after the last walk row, the first row command is valid
+READ_OFFSET = 0          # extra cycles between a burst's address and its first word
+GROUP_READY = 2          # from a group's last word taken to its "full" flag seen
+DRAIN_OFFSET = 1         # from a tile's last issued step to row 0 leaving, beyond 2·P
+FIFO_LATENCY = 1         # out FIFO: pushed → visible to the writer
+DONE_OFFSET = 4          # from the last write response to DONE / CTR
+
+
+@dataclass(frozen=True)
+class MaCommand:
+    """One MA command: shapes in elements, addresses and strides in bytes."""
+    m: int
+    k: int
+    n: int
+    bf16: bool = False
+    accumulate: bool = False
+    a_addr: int = 0
+    b_addr: int = 0
+    c_addr: int = 0
+    lda: int = 0
+    ldb: int = 0
+    ldc: int = 0
+
+
+def _bursts(addr, nbytes, bus_bytes):
+    """Bus words of each burst of a row (split at 4 KiB), and the row's word counts."""
+    offset = addr % bus_bytes
+    words_in = -(-(offset + nbytes) // bus_bytes)
+    words_out = -(-nbytes // bus_bytes)
+    bursts, word = [], addr - offset
+    left = words_in
+    while left:
+        room = (PAGE - word % PAGE) // bus_bytes
+        length = min(left, room)
+        bursts.append(length)
+        left -= length
+        word += length * bus_bytes
+    flush = offset != 0 and words_in == words_out
+    return bursts, flush
+
+
+class _ReadChannel:
+    """Row commands → bursts → words on one in-order read channel."""
+
+    def __init__(self, bus_bytes, latency, start):
+        self.bus_bytes, self.latency = bus_bytes, latency
+        self.accept_free = start      # earliest cycle the reader takes a command
+        self.channel_free = 0         # earliest cycle the read channel gives a word
+
+    def row(self, valid, addr, nbytes):
+        """The row's command is valid from ``valid``; returns (accepted, last word)."""
+        accepted = max(valid, self.accept_free)
+        bursts, flush = _bursts(addr, nbytes, self.bus_bytes)
+        self.accept_free = accepted + 1 + len(bursts)
+        last = None
+        for index, words in enumerate(bursts):
+            issued = accepted + 1 + index
+            first = max(issued + self.latency + READ_OFFSET, self.channel_free)
+            last = first + words - 1
+            self.channel_free = last + 1
+        if flush:
+            self.channel_free += 1
+            last += 1
+        return accepted, last
+
+
+def ma_cycles(cmd, *, p, data_width, latency):
+    """Predicted cycles from the START write to DONE (the CTR's value minus the
+    timebase at START) for ``cmd`` on an MA with array size ``p`` and a bus of
+    ``data_width`` bits, with ``latency`` cycles of memory latency."""
+    bb = data_width // 8
+    es = 2 if cmd.bf16 else 1
+    m_tiles, n_tiles = -(-cmd.m // p), -(-cmd.n // p)
+    walk_end = 1 + (2 * cmd.m + cmd.k)
+    reader = _ReadChannel(bb, latency, 0)
+    writer = _Writer(bb, latency)
+
+    # Loads of B, in order; the sequencer's command stream is one row a cycle at best.
+    valid = walk_end + WALK_TO_LOADS
+    for row in range(cmd.k):
+        accepted, last = reader.row(valid, cmd.b_addr + row * cmd.ldb, cmd.n * es)
+        valid = accepted + 1
+    b_ready = last + GROUP_READY
+    group_end = accepted
+
+    spacing = max(cmd.k, 2 * p)
+    a_ready, a_freed = {}, {}           # A block → ready cycle, freed cycle
+    c_ready = {}
+    tile_start = {}
+    credit_returns = []                 # cycles a credit is visible again
+    rows_out = []                       # (cycle the row is pushed, bytes, address)
+    prev_start = None
+    c_taken = None                      # cycle the previous old-C tile was taken
+
+    def load_a(block):
+        nonlocal group_end
+        wait = group_end + 1
+        if block >= 2:
+            wait = max(wait, a_freed[block - 2] + 1)
+        valid = wait + 1
+        rows = min(p, cmd.m - block * p)
+        for i in range(rows):
+            accepted, last = reader.row(valid, cmd.a_addr + (block * p + i) * cmd.lda,
+                                        cmd.k * es)
+            valid = accepted + 1
+        group_end = accepted
+        a_ready[block] = last + GROUP_READY
+
+    def load_c(block, col):
+        nonlocal group_end
+        wait = group_end + 1
+        if c_taken is not None:
+            wait = max(wait, c_taken + 2)
+        valid = wait + 1
+        rows = min(p, cmd.m - block * p)
+        cols = min(p, cmd.n - col * p)
+        for i in range(rows):
+            addr = cmd.c_addr + (block * p + i) * cmd.ldc + col * p * 4
+            accepted, last = reader.row(valid, addr, cols * 4)
+            valid = accepted + 1
+        group_end = accepted
+        c_ready[block, col] = last + GROUP_READY
+
+    load_a(0)
+    if m_tiles > 1 and not cmd.accumulate:
+        load_a(1)
+    tiles = [(it, jt) for it in range(m_tiles) for jt in range(n_tiles)]
+    for index, (it, jt) in enumerate(tiles):
+        if cmd.accumulate and jt == 0 and it > 0:
+            load_a(it)
+        if cmd.accumulate:
+            load_c(it, jt)
+        start = max(b_ready, a_ready[it])
+        if cmd.accumulate:
+            start = max(start, c_ready[it, jt])
+        if prev_start is not None:
+            start = max(start, prev_start + spacing)
+        # Credits: the out FIFO holds 2·P rows; a tile needs P of them.
+        needed = (index + 1) * p - 2 * p
+        if needed > 0:
+            start = max(start, sorted(credit_returns)[needed - 1])
+        tile_start[it, jt] = prev_start = start
+        if cmd.accumulate:
+            c_taken = start + 1
+        last_step = start + cmd.k - 1
+        if jt == n_tiles - 1:
+            a_freed[it] = last_step
+            if not cmd.accumulate and it + 2 < m_tiles:
+                load_a(it + 2)
+        for r in range(p):
+            pushed = last_step + 2 * p + DRAIN_OFFSET + r
+            row = it * p + r
+            if row < cmd.m:
+                cols = min(p, cmd.n - jt * p)
+                rows_out.append((pushed, cmd.c_addr + row * cmd.ldc + jt * p * 4, cols * 4))
+            else:
+                credit_returns.append(pushed + 1)
+        # The writer's progress decides when credits come back.
+        credit_returns.extend(writer.write(rows_out))
+        rows_out.clear()
+    return writer.last_response + DONE_OFFSET
+
+
+class _Writer:
+    """Result rows → address, words (one a cycle) → a response ``latency`` later."""
+
+    def __init__(self, bus_bytes, latency):
+        self.bus_bytes, self.latency = bus_bytes, latency
+        self.free = 0
+        self.last_response = 0
+
+    def write(self, rows):
+        """Writes rows in order; returns the cycles their credits are visible again."""
+        credits = []
+        for pushed, addr, nbytes in rows:
+            accepted = max(pushed + FIFO_LATENCY, self.free)
+            cycle = accepted
+            for words in _bursts(addr, nbytes, self.bus_bytes)[0]:
+                cycle += 1 + words                   # the address, then the words
+                self.last_response = max(self.last_response, cycle - 1 + self.latency)
+            self.free = cycle + 1
+            credits.append(accepted + 1)
+        return credits

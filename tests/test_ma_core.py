@@ -12,7 +12,7 @@ from golden.ma import gemm, pack_matrix, unpack_matrix
 from hdl.codes import ErrorCode, MaMode
 from hdl.ma.core import MatrixCore
 
-MEM_BYTES = 1 << 16
+MEM_BYTES = 1 << 17
 
 
 class BurstMemory:
@@ -111,39 +111,52 @@ def identity_tat():
 
 
 def run_core(p, data_width, cmd, mem_init, tat=None, fail=(), max_cycles=200_000):
-    """Launch one command; returns (outcome, code, addr, cycles, memory bytes)."""
+    """Launch one command; returns (result dict, memory bytes)."""
+    results, mem = run_commands(p, data_width, [(cmd, set(fail))], mem_init, tat, max_cycles)
+    return results[0], mem
+
+
+def run_commands(p, data_width, commands, mem_init, tat=None, max_cycles=200_000):
+    """Run ``[(cmd, failing word addresses), ...]`` back to back on one core.
+
+    Each result: ``refuse`` (the START check's code), and for launched commands
+    ``outcome`` ("done" / "fail"), ``code``, ``addr`` and ``cycles`` (launch → end)."""
     dut = MatrixCore(p, data_width)
     sim = Simulator(dut)
     sim.add_clock(1e-8)
     memory = BurstMemory(dut.mem, data_width)
     memory.mem[:len(mem_init)] = mem_init
-    memory.fail = set(fail)
     memory.add_to(sim)
-    result = {}
+    results = []
 
     async def bench(ctx):
-        ctx.set(dut.cmd, cmd)
         ctx.set(dut.tat, tat or identity_tat())
-        await ctx.tick()
-        result["refuse"] = ctx.get(dut.refuse_code)
-        if result["refuse"]:
-            return
-        ctx.set(dut.launch, 1)
-        await ctx.tick()
-        ctx.set(dut.launch, 0)
-        for cycle in range(max_cycles):
-            finish, fail_, code, addr = ctx.get(dut.finish), ctx.get(dut.fail), \
-                ctx.get(dut.fail_code), ctx.get(dut.fail_addr)
-            if finish or fail_:
-                result.update(outcome="done" if finish else "fail", code=code, addr=addr,
-                              cycles=cycle + 1)
-                return
+        for cmd, fail in commands:
+            result = {}
+            results.append(result)
+            memory.fail = fail
+            ctx.set(dut.cmd, cmd)
             await ctx.tick()
-        raise AssertionError("the command never ended")
+            result["refuse"] = ctx.get(dut.refuse_code)
+            if result["refuse"]:
+                continue
+            ctx.set(dut.launch, 1)
+            await ctx.tick()
+            ctx.set(dut.launch, 0)
+            for cycle in range(max_cycles):
+                if ctx.get(dut.finish) or ctx.get(dut.fail):
+                    result.update(outcome="done" if ctx.get(dut.finish) else "fail",
+                                  code=ctx.get(dut.fail_code), addr=ctx.get(dut.fail_addr),
+                                  cycles=cycle + 1)
+                    break
+                await ctx.tick()
+            else:
+                raise AssertionError("the command never ended")
+            await ctx.tick()
 
     sim.add_testbench(bench)
     sim.run()
-    return result, memory.mem
+    return results, memory.mem
 
 
 def layout(m, k, n, bf16, rng, accumulate):
@@ -171,15 +184,17 @@ def layout(m, k, n, bf16, rng, accumulate):
     return cmd, image, expected, (c_addr, ldc, expected.dtype)
 
 
-@pytest.mark.parametrize("p,data_width,m,k,n,bf16,accumulate", [
-    (2, 64, 3, 5, 3, False, False),
-    (4, 128, 5, 7, 6, False, True),
-    (4, 64, 4, 9, 5, True, False),
-    (2, 128, 3, 4, 5, True, True),
-    (4, 128, 1, 1, 1, False, False),
+@pytest.mark.parametrize("seed,p,data_width,m,k,n,bf16,accumulate", [
+    (1, 2, 64, 3, 5, 3, False, False),
+    (2, 4, 128, 5, 7, 6, False, True),
+    (3, 4, 64, 4, 9, 5, True, False),
+    (4, 2, 128, 3, 4, 5, True, True),
+    (5, 4, 128, 1, 1, 1, False, False),
+    (6, 8, 256, 9, 5, 10, True, True),
+    (7, 4, 512, 5, 70, 9, False, True),
+    (8, 8, 64, 3, 3, 17, True, False),
 ])
-def test_gemm_matches_golden(p, data_width, m, k, n, bf16, accumulate):
-    seed = hash((p, data_width, m, k, n, bf16, accumulate)) & 0xFFFF
+def test_gemm_matches_golden(seed, p, data_width, m, k, n, bf16, accumulate):
     rng = np.random.default_rng(seed)
     cmd, image, expected, (c_addr, ldc, dtype) = layout(m, k, n, bf16, rng, accumulate)
     result, mem = run_core(p, data_width, cmd, image)
@@ -194,3 +209,65 @@ def test_refused_shape():
     cmd["k"] = 129
     result, _ = run_core(2, 64, cmd, image)
     assert result["refuse"] == ErrorCode.BAD_COMMAND
+
+
+def outside_c_unchanged(before, after, c_addr, ldc, m, n):
+    """True when no byte outside C's rows differs between the two memory images."""
+    mask = np.ones(len(before), dtype=bool)
+    for row in range(m):
+        start = c_addr + row * ldc
+        mask[start:start + 4 * n] = False
+    diff = np.frombuffer(bytes(before), np.uint8) != np.frombuffer(bytes(after), np.uint8)
+    return not (diff & mask).any()
+
+
+def test_tat_miss_stops_before_any_access():
+    rng = np.random.default_rng(11)
+    cmd, image, _, _ = layout(4, 6, 5, True, rng, False)
+    # Map only the first 16 KiB: B (0x5006..) and C (0x9004..) are outside.
+    tat = identity_tat()
+    tat[0] = {"valid": 1, "size": 2, "logical_page": 0, "physical_page": 0}
+    result, mem = run_core(4, 128, cmd, image, tat=tat)
+    assert (result["outcome"], result["code"]) == ("fail", ErrorCode.TAT_MISS), result
+    assert result["addr"] == cmd["b_addr"]          # B's first row is the first miss
+    assert bytes(mem) == bytes(image)
+
+
+@pytest.mark.parametrize("operand", ["b", "c"])
+def test_axi_error_response(operand):
+    rng = np.random.default_rng(12)
+    m, k, n = 6, 5, 7
+    cmd, image, expected, (c_addr, ldc, _) = layout(m, k, n, False, rng, False)
+    bus = 16
+    # The word holding the second row of B (read) or of C (write) answers an error.
+    row_addr = cmd[f"{operand}_addr"] + cmd[f"ld{operand}"]
+    # The same command twice: first with the error, then without; the second must be
+    # right, so the error left nothing behind in the core.
+    (failed, redone), mem = run_commands(
+        4, 128, [(cmd, {row_addr - row_addr % bus}), (cmd, set())], image)
+    code = ErrorCode.AXI_READ_ERROR if operand == "b" else ErrorCode.AXI_WRITE_ERROR
+    assert (failed["outcome"], failed["code"]) == ("fail", code), failed
+    # The failing burst's first byte: the row start (one burst per row here).
+    assert failed["addr"] == row_addr
+    assert redone["outcome"] == "done", redone
+    assert outside_c_unchanged(image, mem, c_addr, ldc, m, n)
+    got = unpack_matrix(bytes(mem[c_addr:]), m, n, expected.dtype, ldc)
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_back_to_back_mode_switch():
+    rng = np.random.default_rng(13)
+    first = layout(5, 6, 7, True, rng, False)
+    second = layout(5, 6, 7, False, rng, True)
+    # Both layouts use the same addresses: the second command's operands go 64 KiB up.
+    image = bytearray(first[1])
+    cmd2 = dict(second[0])
+    shift = 0x10000
+    for key in ("a_addr", "b_addr", "c_addr"):
+        cmd2[key] += shift
+    image[shift:] = second[1][:MEM_BYTES - shift]
+    (r1, r2), mem = run_commands(4, 128, [(first[0], set()), (cmd2, set())], image)
+    assert r1["outcome"] == r2["outcome"] == "done"
+    for (cmd, _, expected, (c_addr, ldc, dtype)), offset in ((first, 0), (second, shift)):
+        got = unpack_matrix(bytes(mem[c_addr + offset:]), 5, 7, dtype, ldc)
+        np.testing.assert_array_equal(got, expected)

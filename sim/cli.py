@@ -18,8 +18,11 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 def _ma_top(params):
+    from hdl.ma.core import check_parameters
     from hdl.top.ma import MaTop
-    return MaTop(p=params.get("P", 8), data_width=params.get("DATA_WIDTH", 128))
+    # Checked before the top exists: a refused Elaboratable would warn when collected.
+    check_parameters(params["P"], params["DATA_WIDTH"])
+    return MaTop(p=params["P"], data_width=params["DATA_WIDTH"])
 
 
 # block name → (Verilog module name, accepted parameters with defaults, top factory)

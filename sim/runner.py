@@ -37,7 +37,7 @@ import re
 import shutil
 import time
 from contextlib import contextmanager
-from functools import lru_cache
+from functools import cache
 from importlib.util import find_spec
 from pathlib import Path
 from xml.etree import ElementTree
@@ -170,7 +170,7 @@ def icarus_time0_fix(verilog):
         verilog)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _cocotbext_modules():
     spec = find_spec("cocotbext")
     if spec is None or spec.submodule_search_locations is None:
@@ -206,7 +206,7 @@ def _slug(text):
 
 # --- cocotb runner customisation -----------------------------------------------------------
 
-@lru_cache(maxsize=None)
+@cache
 def _runner_class(simulator):
     # Imported here: cocotb_tools.runner pulls in all of cocotb, which only simulations need.
     from cocotb_tools import runner as cocotb_runner

@@ -135,7 +135,7 @@ def match_signals(signals, patterns, *, top=None):
     chosen, unmatched = {}, []
     for pattern in patterns:
         regex = _pattern_regex(pattern)
-        hits = [signal for signal, path in zip(below, paths) if regex.fullmatch(path)]
+        hits = [signal for signal, path in zip(below, paths, strict=True) if regex.fullmatch(path)]
         if not hits:
             unmatched.append(pattern)
         for signal in hits:

@@ -18,14 +18,32 @@ import numpy as np
 import pytest
 
 from golden.fp import (
-    BF16_CANONICAL_NAN, F32_CANONICAL_NAN, bf16_mul, bf16_to_f32, canonical_nan, f32_add,
-    f32_bits, f32_from_bits, float_to_bf16_rne, flush_subnormal_f32,
+    BF16_CANONICAL_NAN,
+    F32_CANONICAL_NAN,
+    bf16_mul,
+    bf16_to_f32,
+    canonical_nan,
+    f32_add,
+    f32_bits,
+    f32_from_bits,
+    float_to_bf16_rne,
+    flush_subnormal_f32,
 )
 from golden.ma import (
-    TatEntry, gemm, gemm_bf16, gemm_int8, matrix_span, pack_matrix, tat_check, tat_covers,
-    tat_first_uncovered, tat_translate, unpack_matrix,
+    TatEntry,
+    gemm,
+    gemm_bf16,
+    gemm_int8,
+    matrix_span,
+    pack_matrix,
+    tat_check,
+    tat_covers,
+    tat_first_uncovered,
+    tat_translate,
+    unpack_matrix,
 )
 from hdl.codes import ErrorCode, MaMode
+
 
 def seeds(n):
     """Parametrize a random test over seeds 0..n-1, with ids ``seed0``, ``seed1``, ..."""
@@ -433,7 +451,7 @@ def test_bf16_mul_random_against_reference(seed):
         a = random_bf16(rng, 500, prof)
         b = random_bf16(rng, 500, prof)
         want = [encode_f32(ref_mul(ma_flush(decode(int(x), 7)), ma_flush(decode(int(y), 7))))
-                for x, y in zip(a, b)]
+                for x, y in zip(a, b, strict=True)]
         assert_bits_equal(bf16_mul(a, b), want, f"seed={seed} profile={name}")
 
 
@@ -447,7 +465,7 @@ def test_f32_add_random_against_reference(seed):
         near = rng.random(500) < 0.5
         b = np.where(near, (a ^ np.uint32(0x8000_0000)) ^ rng.integers(0, 8, 500).astype(np.uint32), b)
         want = [encode_f32(ref_add(ma_flush(decode(int(x), 23)), ma_flush(decode(int(y), 23))))
-                for x, y in zip(a, b)]
+                for x, y in zip(a, b, strict=True)]
         assert_bits_equal(f32_add(a, b), want, f"seed={seed} profile={name}")
 
 

@@ -268,6 +268,6 @@ def test_back_to_back_mode_switch():
     image[shift:] = second[1][:MEM_BYTES - shift]
     (r1, r2), mem = run_commands(4, 128, [(first[0], set()), (cmd2, set())], image)
     assert r1["outcome"] == r2["outcome"] == "done"
-    for (cmd, _, expected, (c_addr, ldc, dtype)), offset in ((first, 0), (second, shift)):
+    for (_, _, expected, (c_addr, ldc, dtype)), offset in ((first, 0), (second, shift)):
         got = unpack_matrix(bytes(mem[c_addr + offset:]), 5, 7, dtype, ldc)
         np.testing.assert_array_equal(got, expected)

@@ -38,7 +38,7 @@ def run_unit(build, a_values, b_values, width):
     results = []
 
     async def bench(ctx):
-        for x, y in zip(a_values, b_values):
+        for x, y in zip(a_values, b_values, strict=True):
             ctx.set(a, int(x))
             ctx.set(b, int(y))
             results.append(ctx.get(out))

@@ -22,8 +22,7 @@ from amaranth.sim import Simulator
 
 import hdl.ma.regmap as regmap
 from hdl.codes import BlockId, ErrorCode, MaMode
-from hdl.common.axi import (AXI4LiteSignature, AXI4Signature, AxiResp, connect_flat,
-                            flat_members)
+from hdl.common.axi import AXI4LiteSignature, AXI4Signature, AxiResp, connect_flat, flat_members
 from hdl.common.regblock import RegisterBlock
 from sim.regs import RegisterAccessError, Registers
 
@@ -56,10 +55,10 @@ class SimAxiLiteMaster:
             pending.append((valid, ready))
         for _ in range(TIMEOUT):
             _, _, *readies = await self.ctx.tick().sample(*(ready for _, ready in pending))
-            for (valid, _), hit in zip(pending, readies):
+            for (valid, _), hit in zip(pending, readies, strict=True):
                 if hit:
                     self.ctx.set(valid, 0)
-            pending = [channel for channel, hit in zip(pending, readies) if not hit]
+            pending = [channel for channel, hit in zip(pending, readies, strict=True) if not hit]
             if not pending:
                 return
         raise AssertionError(f"no handshake on {pending} in {TIMEOUT} cycles")

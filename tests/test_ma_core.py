@@ -20,11 +20,16 @@ class BurstMemory:
     after each request is accepted. ``fail`` is a set of bus-word addresses that answer
     with an error."""
 
-    def __init__(self, port, data_width, latency=6):
+    def __init__(self, port, data_width, latency=6, stall=0.0, seed=0):
         self.port, self.bb, self.latency = port, data_width // 8, latency
         self.mem = bytearray(MEM_BYTES)
         self.fail = set()
         self.cycle = 0
+        self.stall = stall                  # probability of a ready or valid held low
+        self.rng = np.random.default_rng(seed)
+
+    def _go(self):
+        return not (self.stall and self.rng.random() < self.stall)
 
     def word(self, addr):
         return int.from_bytes(self.mem[addr:addr + self.bb], "little")
@@ -37,11 +42,13 @@ class BurstMemory:
                 self.cycle += 1
 
         async def read_requests(ctx):
-            ctx.set(self.port.rd_req.ready, 1)
-            async for _, _, valid, payload in ctx.tick().sample(
-                    self.port.rd_req.valid, self.port.rd_req.payload):
-                if valid:
+            req = self.port.rd_req
+            ctx.set(req.ready, 1)
+            async for _, _, valid, ready, payload in ctx.tick().sample(
+                    req.valid, req.ready, req.payload):
+                if valid and ready:
                     reads.append((self.cycle + self.latency, payload.addr, payload.len + 1))
+                ctx.set(req.ready, self._go())
 
         async def read_data(ctx):
             resp = self.port.rd_resp
@@ -51,6 +58,9 @@ class BurstMemory:
                     continue
                 _, addr, beats = reads.pop(0)
                 for n in range(beats):
+                    while not self._go():
+                        ctx.set(resp.valid, 0)
+                        await ctx.tick()
                     a = addr + n * self.bb
                     ctx.set(resp.payload, {"data": self.word(a), "last": n == beats - 1,
                                            "error": a in self.fail})
@@ -59,18 +69,22 @@ class BurstMemory:
                 ctx.set(resp.valid, 0)
 
         async def write_requests(ctx):
-            ctx.set(self.port.wr_req.ready, 1)
-            async for _, _, valid, payload in ctx.tick().sample(
-                    self.port.wr_req.valid, self.port.wr_req.payload):
-                if valid:
+            req = self.port.wr_req
+            ctx.set(req.ready, 1)
+            async for _, _, valid, ready, payload in ctx.tick().sample(
+                    req.valid, req.ready, req.payload):
+                if valid and ready:
                     writes.append((payload.addr, payload.len + 1))
+                ctx.set(req.ready, self._go())
 
         async def write_data(ctx):
-            ctx.set(self.port.wr_data.ready, 1)
+            data = self.port.wr_data
+            ctx.set(data.ready, 1)
             beat = 0
-            async for _, _, valid, payload in ctx.tick().sample(
-                    self.port.wr_data.valid, self.port.wr_data.payload):
-                if not valid:
+            async for _, _, valid, ready, payload in ctx.tick().sample(
+                    data.valid, data.ready, data.payload):
+                ctx.set(data.ready, self._go())
+                if not (valid and ready):
                     continue
                 assert writes, "write data before its address"
                 addr, beats = writes[0]
@@ -110,13 +124,13 @@ def identity_tat():
         {"valid": 0, "size": 0, "logical_page": 0, "physical_page": 0}] * 3
 
 
-def run_core(p, data_width, cmd, mem_init, tat=None, fail=(), max_cycles=200_000):
+def run_core(p, data_width, cmd, mem_init, tat=None, fail=(), stall=0.0):
     """Launch one command; returns (result dict, memory bytes)."""
-    results, mem = run_commands(p, data_width, [(cmd, set(fail))], mem_init, tat, max_cycles)
+    results, mem = run_commands(p, data_width, [(cmd, set(fail))], mem_init, tat, stall)
     return results[0], mem
 
 
-def run_commands(p, data_width, commands, mem_init, tat=None, max_cycles=200_000):
+def run_commands(p, data_width, commands, mem_init, tat=None, stall=0.0, max_cycles=200_000):
     """Run ``[(cmd, failing word addresses), ...]`` back to back on one core.
 
     Each result: ``refuse`` (the START check's code), and for launched commands
@@ -124,7 +138,7 @@ def run_commands(p, data_width, commands, mem_init, tat=None, max_cycles=200_000
     dut = MatrixCore(p, data_width)
     sim = Simulator(dut)
     sim.add_clock(1e-8)
-    memory = BurstMemory(dut.mem, data_width)
+    memory = BurstMemory(dut.mem, data_width, stall=stall, seed=len(commands))
     memory.mem[:len(mem_init)] = mem_init
     memory.add_to(sim)
     results = []
@@ -184,6 +198,7 @@ def layout(m, k, n, bf16, rng, accumulate):
     return cmd, image, expected, (c_addr, ldc, expected.dtype)
 
 
+@pytest.mark.parametrize("stall", [0.0, 0.4], ids=["free", "backpressure"])
 @pytest.mark.parametrize("seed,p,data_width,m,k,n,bf16,accumulate", [
     (1, 2, 64, 3, 5, 3, False, False),
     (2, 4, 128, 5, 7, 6, False, True),
@@ -194,10 +209,10 @@ def layout(m, k, n, bf16, rng, accumulate):
     (7, 4, 512, 5, 70, 9, False, True),
     (8, 8, 64, 3, 3, 17, True, False),
 ])
-def test_gemm_matches_golden(seed, p, data_width, m, k, n, bf16, accumulate):
+def test_gemm_matches_golden(seed, p, data_width, m, k, n, bf16, accumulate, stall):
     rng = np.random.default_rng(seed)
     cmd, image, expected, (c_addr, ldc, dtype) = layout(m, k, n, bf16, rng, accumulate)
-    result, mem = run_core(p, data_width, cmd, image)
+    result, mem = run_core(p, data_width, cmd, image, stall=stall)
     assert result.get("outcome") == "done", result
     got = unpack_matrix(bytes(mem[c_addr:]), m, n, dtype, ldc)
     np.testing.assert_array_equal(got, expected, err_msg=f"seed={seed}")
@@ -244,7 +259,7 @@ def test_axi_error_response(operand):
     # The same command twice: first with the error, then without; the second must be
     # right, so the error left nothing behind in the core.
     (failed, redone), mem = run_commands(
-        4, 128, [(cmd, {row_addr - row_addr % bus}), (cmd, set())], image)
+        4, 128, [(cmd, {row_addr - row_addr % bus}), (cmd, set())], image, stall=0.3)
     code = ErrorCode.AXI_READ_ERROR if operand == "b" else ErrorCode.AXI_WRITE_ERROR
     assert (failed["outcome"], failed["code"]) == ("fail", code), failed
     # The failing burst's first byte: the row start (one burst per row here).

@@ -107,10 +107,14 @@ class RowReader(wiring.Component):
         room = _burst_beats_to_page_end(addr, bb)
         length = Signal(range(PAGE // bb + 1))
         m.d.comb += length.eq(Mux(left < room, left, room))
+        # An address once offered stays offered until taken (AXI), even past an abort;
+        # its data is then received and dropped like that of any burst in flight.
+        held = Signal()
+        m.d.sync += held.eq(self.rd_req.valid & ~self.rd_req.ready)
         m.d.comb += [
             self.rd_req.payload.addr.eq(physical),
             self.rd_req.payload.len.eq(length - 1),
-            self.rd_req.valid.eq(busy & ~stopped & ~self.abort & hit & bursts.w_rdy),
+            self.rd_req.valid.eq(held | (busy & ~stopped & ~self.abort & hit & bursts.w_rdy)),
             bursts.w_data.eq(first_byte),
             bursts.w_en.eq(self.rd_req.valid & self.rd_req.ready),
         ]
@@ -120,7 +124,7 @@ class RowReader(wiring.Component):
             m.d.sync += [addr.eq(next_addr), first_byte.eq(next_addr), left.eq(left - length)]
             with m.If(left == length):
                 m.d.sync += busy.eq(0)
-        with m.If(busy & ~stopped & ~self.abort & ~hit):
+        with m.If(busy & ~stopped & ~self.abort & ~held & ~hit):
             m.d.sync += [stopped.eq(1), busy.eq(0)]
             m.d.comb += [error_pending.valid.eq(1), error_pending.code.eq(ErrorCode.TAT_MISS),
                          error_pending.addr.eq(first_byte)]
@@ -129,7 +133,7 @@ class RowReader(wiring.Component):
 
         # --- Response side: realign each row so that its first byte is byte 0 of beat 0.
         self._realign(m, rows, bursts, row_meta, error_pending, stopped)
-        m.d.comb += self.idle.eq(~busy & ~bursts.r_rdy)
+        m.d.comb += self.idle.eq(~busy & ~self.rd_req.valid & ~bursts.r_rdy)
         with m.If(self.clear):
             m.d.sync += [stopped.eq(0), busy.eq(0)]
         return m
@@ -244,6 +248,8 @@ class RowWriter(wiring.Component):
         length = Mux(beats - sent < room, beats - sent, room)
 
         miss = Signal(ErrorReport())
+        held = Signal()
+        m.d.sync += held.eq(self.wr_req.valid & ~self.wr_req.ready)
         with m.FSM() as fsm:
             with m.State("IDLE"):
                 m.d.comb += self.row.ready.eq(~stopped & ~self.abort)
@@ -259,9 +265,11 @@ class RowWriter(wiring.Component):
                     m.next = "ADDRESS"
             with m.State("ADDRESS"):
                 first_byte = Mux(sent == 0, row_addr, addr)
-                with m.If(stopped | self.abort):
+                # An address once offered stays offered until taken (AXI); its data
+                # then follows, even past an abort.
+                with m.If(~held & (stopped | self.abort)):
                     m.next = "IDLE"
-                with m.Elif(~hit):
+                with m.Elif(~held & ~hit):
                     m.d.comb += [miss.valid.eq(1), miss.addr.eq(first_byte),
                                  miss.code.eq(ErrorCode.TAT_MISS)]
                     m.next = "IDLE"
@@ -269,7 +277,7 @@ class RowWriter(wiring.Component):
                     m.d.comb += [
                         self.wr_req.payload.addr.eq(physical),
                         self.wr_req.payload.len.eq(length - 1),
-                        self.wr_req.valid.eq(bursts.w_rdy),
+                        self.wr_req.valid.eq(held | bursts.w_rdy),
                         bursts.w_data.eq(first_byte),
                         bursts.w_en.eq(self.wr_req.valid & self.wr_req.ready),
                     ]

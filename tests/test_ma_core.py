@@ -286,3 +286,30 @@ def test_back_to_back_mode_switch():
     for (_, _, expected, (c_addr, ldc, dtype)), offset in ((first, 0), (second, shift)):
         got = unpack_matrix(bytes(mem[c_addr + offset:]), 5, 7, dtype, ldc)
         np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("bf16", [False, True])
+def test_rows_crossing_pages(bf16):
+    """Every row of A, B and C straddles a 4 KiB boundary: two bursts per row, realigned."""
+    rng = np.random.default_rng(21 + bf16)
+    m, k, n = 5, 12, 24
+    es = 2 if bf16 else 1
+    cmd, _, _, _ = layout(m, k, n, bf16, rng, True)
+    cmd.update(a_addr=0x1000 - 6 * es, lda=0x1000, b_addr=0x6000 - 14 * es, ldb=0x1000,
+               c_addr=0x18000 - 36, ldc=0x1000)
+    a = np.frombuffer(rng.bytes(m * k * es), np.uint16 if bf16 else np.int8).reshape(m, k)
+    b = np.frombuffer(rng.bytes(k * n * es), np.uint16 if bf16 else np.int8).reshape(k, n)
+    if bf16:   # keep exponents below 0x7F: finite operands, readable failures
+        a, b = a & np.uint16(0xBFFF), b & np.uint16(0xBFFF)
+    c = np.frombuffer(rng.bytes(m * n * 4), np.uint32 if bf16 else np.int32).reshape(m, n)
+    image = bytearray(MEM_BYTES)
+    for addr, arr, ld in ((cmd["a_addr"], a, cmd["lda"]), (cmd["b_addr"], b, cmd["ldb"]),
+                          (cmd["c_addr"], c, cmd["ldc"])):
+        blob = pack_matrix(arr, ld)
+        image[addr:addr + len(blob)] = blob
+    result, mem = run_core(4, 128, cmd, image, stall=0.2)
+    assert result["outcome"] == "done", result
+    expected = gemm(cmd["mode"], a, b, c)
+    got = unpack_matrix(bytes(mem[cmd["c_addr"]:]), m, n, expected.dtype, cmd["ldc"])
+    np.testing.assert_array_equal(got, expected)
+    assert outside_c_unchanged(image, mem, cmd["c_addr"], cmd["ldc"], m, n)

@@ -15,7 +15,8 @@ from hdl.codes import ErrorCode
 from hdl.common.memport import BurstLayout, ReadDataLayout, WriteDataLayout, WriteRespLayout
 from hdl.common.tat import TatEntryLayout, tat_translate
 
-__all__ = ["ADDR_BITS", "RowReader", "RowWriter", "ErrorReport"]
+__all__ = ["ADDR_BITS", "MAX_ROW_BYTES", "ErrorReport", "RowBeatLayout", "RowCommandLayout",
+           "RowWriteLayout", "RowReader", "RowWriter"]
 
 ADDR_BITS = 40        # logical row addresses: 32-bit base + row · stride never wraps
 MAX_ROW_BYTES = 512
@@ -26,6 +27,27 @@ class ErrorReport(data.StructLayout):
     """A one-cycle error event: ``valid``, the ERROR code and the logical address."""
     def __init__(self):
         super().__init__({"valid": 1, "code": 8, "addr": ADDR_BITS})
+
+
+class RowCommandLayout(data.StructLayout):
+    """A row to read: logical ``addr``, ``nbytes`` (1..512) and a caller's ``tag``."""
+    def __init__(self, tag_layout):
+        super().__init__({"addr": ADDR_BITS, "nbytes": range(MAX_ROW_BYTES + 1),
+                          "tag": tag_layout})
+
+
+class RowBeatLayout(data.StructLayout):
+    """One bus word of a row read, realigned: row bytes ``[index·B, index·B + B)``."""
+    def __init__(self, data_width, tag_layout):
+        super().__init__({"valid": 1, "index": range(MAX_ROW_BYTES // (data_width // 8) + 1),
+                          "last": 1, "data": data_width, "tag": tag_layout})
+
+
+class RowWriteLayout(data.StructLayout):
+    """A row to write: ``data`` (byte n in bits 8n..8n+7), logical ``addr``, ``nbytes``."""
+    def __init__(self, max_bytes):
+        super().__init__({"data": 8 * max_bytes, "addr": ADDR_BITS,
+                          "nbytes": range(max_bytes + 1)})
 
 
 def _burst_beats_to_page_end(addr, bus_bytes):
@@ -56,14 +78,11 @@ class RowReader(wiring.Component):
         self.tag_layout = tag_layout
         self.outstanding = outstanding
         super().__init__({
-            "cmd": In(stream.Signature(data.StructLayout({
-                "addr": ADDR_BITS, "nbytes": range(MAX_ROW_BYTES + 1), "tag": tag_layout}))),
+            "cmd": In(stream.Signature(RowCommandLayout(tag_layout))),
             "tat": In(data.ArrayLayout(TatEntryLayout(), 4)),
             "rd_req": Out(stream.Signature(BurstLayout())),
             "rd_resp": In(stream.Signature(ReadDataLayout(data_width))),
-            "beat": Out(data.StructLayout({
-                "valid": 1, "index": range(MAX_ROW_BYTES // self.bus_bytes + 1), "last": 1,
-                "data": data_width, "tag": tag_layout})),
+            "beat": Out(RowBeatLayout(data_width, tag_layout)),
             "error": Out(ErrorReport()),
             "abort": In(1),
             "clear": In(1),
@@ -212,8 +231,7 @@ class RowWriter(wiring.Component):
         self.max_bytes = max_bytes
         self.outstanding = outstanding
         super().__init__({
-            "row": In(stream.Signature(data.StructLayout({
-                "data": 8 * max_bytes, "addr": ADDR_BITS, "nbytes": range(max_bytes + 1)}))),
+            "row": In(stream.Signature(RowWriteLayout(max_bytes))),
             "tat": In(data.ArrayLayout(TatEntryLayout(), 4)),
             "wr_req": Out(stream.Signature(BurstLayout())),
             "wr_data": Out(stream.Signature(WriteDataLayout(data_width))),

@@ -1,0 +1,121 @@
+"""The MA's operand buffers: all of B, two blocks of A, the next old-C tile."""
+
+from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.lib import data, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+from amaranth.utils import exact_log2
+
+from hdl.common.rowio import RowBeatLayout
+from hdl.ma.array import StepLayout
+from hdl.ma.layouts import DEST_A, DEST_B, DEST_C, MAX_DIM, ROW_BYTES, RowTag, StepRequestLayout
+
+__all__ = ["OperandBuffers"]
+
+
+class OperandBuffers(wiring.Component):
+    """Holds the operands between the row reader and the systolic array.
+
+    * B: K rows of up to 256 bytes, a row per ``ROW_BYTES`` of address space, in words of
+      ``max(bus, 2·P bytes)`` so that one word holds a tile row of B in either mode.
+    * A: two halves (double buffer) of P rows each, one memory lane per row, so column k
+      of a block is one read.
+    * old C: the next tile's P×P initial values (``cinit``), for ACCUMULATE.
+
+    Fill side: ``beat`` words from the row reader; a group's "full" flag rises two cycles
+    after its last word (``group_last`` in the tag). Read side: a ``request`` for step
+    (k, jt, half) is answered one cycle later on ``step``, the elements picked out of the
+    words. ``a_freed`` empties an A half; an old-C tile is taken (``c_taken``,
+    ``cinit_load``) when the first step of its tile enters the array.
+    """
+
+    def __init__(self, p, data_width):
+        self.p, self.data_width, self.bus_bytes = p, data_width, data_width // 8
+        super().__init__({
+            "clear": In(1),
+            "bf16": In(1),
+            "accumulate": In(1),
+            "beat": In(RowBeatLayout(data_width, RowTag())),
+            "request": In(StepRequestLayout(p)),
+            "step": Out(StepLayout(p)),
+            "cinit": Out(data.ArrayLayout(32, p * p)),
+            "cinit_load": Out(1),
+            "a_freed": In(2),
+            "a_full": Out(2),
+            "b_full": Out(1),
+            "c_full": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        p, bb = self.p, self.bus_bytes
+        log_p, log_bb = exact_log2(p), exact_log2(bb)
+        a_words = ROW_BYTES // bb                          # words per A row (one lane)
+        b_word_bytes = max(bb, 2 * p)                      # a B word holds ≥ P elements
+        b_lanes = b_word_bytes // bb
+        b_words = ROW_BYTES // b_word_bytes                # words per B row
+        m.submodules.a_mem = a_mem = Memory(shape=data.ArrayLayout(8 * bb, p),
+                                            depth=2 * a_words, init=[])
+        m.submodules.b_mem = b_mem = Memory(shape=data.ArrayLayout(8 * bb, b_lanes),
+                                            depth=MAX_DIM * b_words, init=[])
+        a_wr, b_wr = a_mem.write_port(granularity=1), b_mem.write_port(granularity=1)
+        a_rd, b_rd = a_mem.read_port(), b_mem.read_port()
+
+        # --- fill
+        beat = self.beat
+        with m.If(beat.valid & (beat.tag.dest == DEST_A)):
+            m.d.comb += [a_wr.addr.eq(Cat(beat.index[:exact_log2(a_words)], beat.tag.half)),
+                         a_wr.data.eq(Cat(*([beat.data] * p))),
+                         a_wr.en.eq(1 << beat.tag.row[:log_p])]
+        with m.If(beat.valid & (beat.tag.dest == DEST_B)):
+            m.d.comb += [b_wr.addr.eq(beat.tag.row * b_words
+                                      + (beat.index >> exact_log2(b_lanes))),
+                         b_wr.data.eq(Cat(*([beat.data] * b_lanes))),
+                         b_wr.en.eq(1 << beat.index[:exact_log2(b_lanes)])]
+        for i in range(p):
+            row_bits = self.cinit.as_value()[i * p * 32:(i + 1) * p * 32]
+            for n in range((4 * p + bb - 1) // bb):
+                part = row_bits[n * 8 * bb:(n + 1) * 8 * bb]
+                with m.If(beat.valid & (beat.tag.dest == DEST_C) & (beat.tag.row[:log_p] == i)
+                          & (beat.index == n)):
+                    m.d.sync += part.eq(beat.data[:len(part)])
+
+        loaded = beat.valid & beat.last & beat.tag.group_last
+        m.d.sync += self.a_full.eq(
+            (self.a_full | Mux(loaded & (beat.tag.dest == DEST_A), 1 << beat.tag.half, 0))
+            & ~self.a_freed)
+        with m.If(loaded & (beat.tag.dest == DEST_B)):
+            m.d.sync += self.b_full.eq(1)
+        with m.If(loaded & (beat.tag.dest == DEST_C)):
+            m.d.sync += self.c_full.eq(1)
+        with m.Elif(self.cinit_load):
+            m.d.sync += self.c_full.eq(0)
+        with m.If(self.clear):
+            m.d.sync += [self.a_full.eq(0), self.b_full.eq(0), self.c_full.eq(0)]
+
+        # --- read: addresses now, elements one cycle later
+        req = self.request
+        shift = Mux(self.bf16, 1, 0)
+        byte_k = req.k << shift                            # byte of column k in an A row
+        byte_j = (req.jt << log_p) << shift                # byte of the tile's first column
+        m.d.comb += [
+            a_rd.addr.eq(Cat((byte_k >> log_bb)[:exact_log2(a_words)], req.half)),
+            b_rd.addr.eq(req.k * b_words + (byte_j >> exact_log2(b_word_bytes))),
+        ]
+        step = self.step
+        byte_k_d = Signal(log_bb)
+        byte_j_d = Signal(exact_log2(b_word_bytes))
+        m.d.sync += [step.valid.eq(req.valid), step.first.eq(req.first),
+                     step.last.eq(req.last), byte_k_d.eq(byte_k), byte_j_d.eq(byte_j)]
+        for i in range(p):
+            word = a_rd.data[i]
+            m.d.comb += step.a[i].eq(Mux(self.bf16, word.word_select(byte_k_d >> 1, 16),
+                                         word.word_select(byte_k_d, 8)))
+        b_word = b_rd.data.as_value()
+        chunk16 = b_word.word_select(byte_j_d >> exact_log2(2 * p), 16 * p)
+        chunk8 = b_word.word_select(byte_j_d >> log_p, 8 * p)
+        for j in range(p):
+            m.d.comb += step.b[j].eq(Mux(self.bf16, chunk16[16 * j:16 * j + 16],
+                                         chunk8[8 * j:8 * j + 8]))
+        m.d.comb += self.cinit_load.eq(step.valid & step.first & self.accumulate)
+        return m

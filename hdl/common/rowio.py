@@ -13,7 +13,7 @@ from amaranth.utils import exact_log2
 
 from hdl.codes import ErrorCode
 from hdl.common.memport import BurstLayout, ReadDataLayout, WriteDataLayout, WriteRespLayout
-from hdl.common.tat import TatEntryLayout, tat_translate
+from hdl.common.tat import TatTableLayout, tat_translate
 
 __all__ = ["ADDR_BITS", "MAX_ROW_BYTES", "ErrorReport", "RowBeatLayout", "RowCommandLayout",
            "RowWriteLayout", "RowReader", "RowWriter"]
@@ -79,7 +79,7 @@ class RowReader(wiring.Component):
         self.outstanding = outstanding
         super().__init__({
             "cmd": In(stream.Signature(RowCommandLayout(tag_layout))),
-            "tat": In(data.ArrayLayout(TatEntryLayout(), 4)),
+            "tat": In(TatTableLayout()),
             "rd_req": Out(stream.Signature(BurstLayout())),
             "rd_resp": In(stream.Signature(ReadDataLayout(data_width))),
             "beat": Out(RowBeatLayout(data_width, tag_layout)),
@@ -232,7 +232,7 @@ class RowWriter(wiring.Component):
         self.outstanding = outstanding
         super().__init__({
             "row": In(stream.Signature(RowWriteLayout(max_bytes))),
-            "tat": In(data.ArrayLayout(TatEntryLayout(), 4)),
+            "tat": In(TatTableLayout()),
             "wr_req": Out(stream.Signature(BurstLayout())),
             "wr_data": Out(stream.Signature(WriteDataLayout(data_width))),
             "wr_resp": In(stream.Signature(WriteRespLayout())),

@@ -3,11 +3,13 @@
 from amaranth.hdl import Cat, Const, Signal
 from amaranth.lib import data
 
-__all__ = ["LOGICAL_BITS", "MAX_SIZE", "TatEntryLayout", "tat_entry_ok", "tat_translate"]
+__all__ = ["LOGICAL_BITS", "MAX_SIZE", "TAT_ENTRIES", "TatEntryLayout", "TatTableLayout",
+           "tat_entry_ok", "tat_translate"]
 
 LOGICAL_BITS = 32   # logical addresses are register values: 32 bits
 MAX_SIZE = 19       # region = 4 KiB << SIZE, at most 2 GiB
 PAGE_BITS = 12
+TAT_ENTRIES = 4     # fully associative; where entries overlap the lowest index wins
 
 
 class TatEntryLayout(data.StructLayout):
@@ -20,6 +22,12 @@ class TatEntryLayout(data.StructLayout):
             "logical_page": LOGICAL_BITS - PAGE_BITS,   # logical base bits 31:12
             "physical_page": 48 - PAGE_BITS,            # physical base bits 47:12
         })
+
+
+class TatTableLayout(data.ArrayLayout):
+    """The whole table: ``TAT_ENTRIES`` entries, index 0 first."""
+    def __init__(self):
+        super().__init__(TatEntryLayout(), TAT_ENTRIES)
 
 
 def _page_mask(size):

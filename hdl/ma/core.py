@@ -20,13 +20,13 @@ Data flow of one command (C = A·B, or C += A·B)::
 """
 
 from amaranth.hdl import Cat, Module, ResetInserter, Signal
-from amaranth.lib import data, wiring
+from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from hdl.codes import ErrorCode, MaMode
 from hdl.common.memport import MemPortSignature
 from hdl.common.rowio import ErrorReport, RowReader, RowWriter
-from hdl.common.tat import TatEntryLayout, tat_entry_ok
+from hdl.common.tat import TatTableLayout, tat_entry_ok
 from hdl.ma.array import SystolicArray
 from hdl.ma.buffers import OperandBuffers
 from hdl.ma.issue import TileIssuer
@@ -54,7 +54,7 @@ class MatrixCore(wiring.Component):
         self.data_width = data_width
         super().__init__({
             "cmd": In(MaCommandLayout()),
-            "tat": In(data.ArrayLayout(TatEntryLayout(), 4)),
+            "tat": In(TatTableLayout()),
             "refuse_code": Out(8),
             "refuse_addr": Out(32),
             "launch": In(1),
@@ -94,7 +94,7 @@ class MatrixCore(wiring.Component):
 
         # The command as launched: later register writes do not disturb it.
         cmd = Signal(MaCommandLayout())
-        tat = Signal(data.ArrayLayout(TatEntryLayout(), 4))
+        tat = Signal(TatTableLayout())
         clear = self.launch
         with m.If(self.launch):
             m.d.sync += [cmd.eq(self.cmd), tat.eq(self.tat)]

@@ -1,12 +1,12 @@
 """The TAT walk: every row of A, B and C checked against the TAT before any access."""
 
 from amaranth.hdl import Cat, Const, Module, Signal
-from amaranth.lib import data, wiring
+from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from hdl.codes import ErrorCode
 from hdl.common.rowio import ADDR_BITS, ErrorReport
-from hdl.common.tat import TatEntryLayout, tat_translate
+from hdl.common.tat import TatTableLayout, tat_translate
 from hdl.ma.layouts import MAX_DIM, MaCommandLayout, element_shift
 
 __all__ = ["TatWalk"]
@@ -25,7 +25,7 @@ class TatWalk(wiring.Component):
         super().__init__({
             "go": In(1),
             "cmd": In(MaCommandLayout()),
-            "tat": In(data.ArrayLayout(TatEntryLayout(), 4)),
+            "tat": In(TatTableLayout()),
             "done": Out(1),
             "fail": Out(ErrorReport()),
         })

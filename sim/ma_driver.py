@@ -1,0 +1,891 @@
+"""Host-level cocotb driver of the ``v4hw_ma`` top: :class:`MaBench`.
+
+A bench owns everything around the DUT:
+
+* the clock on ``ap_clk`` (:data:`PERIOD_NS`) and the active-low reset ``ap_rst_n``;
+* an ``AxiLiteMaster`` on ``s_axi_control`` and the :class:`~sim.regs.Registers` helper;
+* :class:`GmemModel`, the memory behind ``m_axi_gmem``: a sparse 48-bit physical byte
+  space with a fixed read and write latency in clock cycles, optional SLVERR/DECERR
+  ranges, a log of every burst, and checks of the AXI4 rules the MA promises
+  (INCR, full-width beats, aligned, never crossing 4 KiB, 48-bit addresses);
+* optional random idle and back-pressure cycles on every AXI channel of both buses;
+* the host view of the MA: the TAT (:meth:`MaBench.set_tat`), logical memory seen
+  through it (:meth:`MaBench.place`), and :meth:`MaBench.gemm`, which runs one command
+  the design notes' way and checks its outcome against :mod:`golden.ma`.
+
+Cycle bookkeeping. Rising edges of ``ap_clk`` are numbered from the first one the bench
+sees (:meth:`Timing.edge`). ``ap_rst_n`` is first sampled high at edge ``r``; the
+timebase counts from 0 "in the first cycle after reset", so the value a register samples
+at edge ``n`` (the timebase *during* the cycle that ends at edge ``n``) is ``n - r``
+(:meth:`MaBench.timebase_at`).
+
+**Command cycles** (:attr:`Outcome.cycles`) = CTR − the timebase during the cycle in
+which the START write is performed. The register block performs a write in the cycle
+after the later of its AW and W transfers (``hdl/common/regblock.py``, rule 2), so with
+those transfers seen at edges ``e_aw`` and ``e_w`` that cycle ends at edge
+``max(e_aw, e_w) + 1``. The CTR is the timebase during the cycle in which the core's
+``finish`` is high. This is the definition of ``golden.ma_latency.ma_cycles`` ("START is
+performed in cycle 0"); the START write's B response is taken two or more cycles later.
+"""
+
+import logging
+import random
+from dataclasses import dataclass, field
+
+import cocotb
+import numpy as np
+from cocotb.clock import Clock
+from cocotb.queue import Queue
+from cocotb.triggers import FallingEdge, First, RisingEdge, Timer
+from cocotb.utils import get_sim_steps, get_sim_time
+from cocotbext.axi import AxiBus, AxiLiteBus, AxiLiteMaster, AxiResp
+from cocotbext.axi.axi_channels import AxiBMonitor, AxiRMonitor
+from cocotbext.axi.axi_slave import AxiSlaveRead, AxiSlaveWrite
+from cocotbext.axi.axil_channels import AxiLiteAWMonitor, AxiLiteWMonitor
+from cocotbext.axi.sparse_memory import SparseMemory
+
+from golden.ma import TAT_ENTRIES, TatEntry, pack_matrix, tat_check, tat_first_uncovered, unpack_matrix
+from golden.ma import gemm as golden_gemm
+from hdl.codes import ErrorCode, MaMode
+from hdl.ma import regmap
+from hdl.top.ma import caps_word
+
+from .regs import Registers
+
+__all__ = [
+    "PERIOD_NS", "PAGE", "PHYS_BITS", "MAX_DIM", "Timing", "GmemModel", "ErrorRange", "ReadBurst",
+    "WriteBurst", "Command", "Outcome", "MaBench", "random_pauses", "element_size",
+]
+
+PERIOD_NS = 10
+PAGE = 4096
+PHYS_BITS = 48
+MAX_DIM = 128
+LOGICAL_LIMIT = 1 << 32
+NO_TAT_ENTRY = TatEntry(False, 0, 0, 0)
+
+
+def element_size(mode):
+    """Bytes per A/B element: 1 (int8) or 2 (bf16); C elements are always 4 bytes."""
+    return 2 if mode == MaMode.BF16 else 1
+
+
+def random_pauses(rng, probability):
+    """Endless pause pattern for cocotbext-axi's ``set_pause_generator``: each cycle is
+    idle (a source) or back-pressured (a sink) with ``probability``, drawn from ``rng``."""
+    while True:
+        yield rng.random() < probability
+
+
+# --- Cycles --------------------------------------------------------------------------------
+
+class Timing:
+    """Numbers the rising edges of a free-running clock and waits for given ones."""
+
+    def __init__(self, period_ns):
+        self.period = get_sim_steps(period_ns, "ns")
+        self._t0 = None
+
+    def mark(self):
+        """Call at a rising edge: it becomes edge 0."""
+        self._t0 = int(get_sim_time("step"))
+
+    def edge(self):
+        """Number of the last rising edge at or before now."""
+        return (int(get_sim_time("step")) - self._t0) // self.period
+
+    def at_edge(self):
+        """Whether now is exactly the time of a rising edge."""
+        return (int(get_sim_time("step")) - self._t0) % self.period == 0
+
+    async def present_at(self, edge):
+        """Wait so that an item handed to a cocotbext-axi source when this returns is
+        driven from rising edge ``edge - 1`` and can be taken at edge ``edge``; return at
+        once if that time has passed.
+
+        A source drives a queued item at its next rising edge; waking up at the falling
+        edge before ``edge - 1`` makes that edge ``edge - 1`` whatever order cocotb runs
+        coroutines in within one time step.
+        """
+        target = self._t0 + (edge - 2) * self.period + self.period // 2
+        now = int(get_sim_time("step"))
+        if target > now:
+            await Timer(target - now, "step")
+
+
+# --- Memory model --------------------------------------------------------------------------
+
+@dataclass
+class ReadBurst:
+    """One read burst as the memory saw it. ``edge``: AR handshake; ``failed``: beat
+    indices answered with an error response."""
+    edge: int
+    addr: int
+    beats: int
+    failed: list = field(default_factory=list)
+
+
+@dataclass
+class WriteBurst:
+    """One write burst: ``edge`` of its last W beat, the strobed bytes as
+    ``[(physical address, bytes)]`` runs, and whether it was refused (nothing written)."""
+    edge: int
+    addr: int
+    beats: int
+    runs: list
+    failed: bool
+
+
+@dataclass(frozen=True)
+class ErrorRange:
+    """Physical bytes ``[start, end)`` that the memory refuses with ``resp``: a read beat
+    that overlaps them (if ``reads``), a write burst with a strobed byte in them (if
+    ``writes``; the burst then writes nothing)."""
+    start: int
+    end: int
+    resp: AxiResp = AxiResp.SLVERR
+    reads: bool = True
+    writes: bool = True
+
+    def __post_init__(self):
+        # Accept hdl.common.axi.AxiResp (an Amaranth enum) too; the bus wants an int.
+        object.__setattr__(self, "resp", AxiResp(getattr(self.resp, "value", self.resp)))
+        if self.resp == AxiResp.OKAY or not self.start < self.end:
+            raise ValueError(f"not an error range: {self}")
+
+
+class _ProtocolChecks:
+    """The AXI4 rules of DESIGN.md's memory port that every burst of the MA must follow."""
+
+    def _check_burst(self, kind, addr, length, size, burst, ident):
+        lanes = self._model.bus_bytes
+        beats = length + 1
+        where = f"{kind} burst at {addr:#x} ({beats} beats)"
+        problems = []
+        if burst != 1:
+            problems.append(f"burst type {burst}, not INCR")
+        if 1 << size != lanes:
+            problems.append(f"size {1 << size} bytes, not the bus width {lanes}")
+        if addr % lanes:
+            problems.append("address not aligned to the bus width")
+        if (addr % PAGE) + beats * lanes > PAGE:
+            problems.append("crosses a 4 KiB boundary")
+        if addr >> PHYS_BITS:
+            problems.append(f"address above {PHYS_BITS} bits")
+        if ident != 0:
+            problems.append(f"ID {ident}, not 0")
+        if problems:
+            self._model.violations.append(f"{where}: {'; '.join(problems)}")
+        return beats
+
+
+class _ReadPort(_ProtocolChecks, AxiSlaveRead):
+    """AR accepted at edge ``a`` → first R beat can be taken at edge ``a + latency``;
+    bursts are pipelined (any number outstanding), answered in order."""
+
+    def __init__(self, bus, clock, reset, model):
+        self._model = model
+        self._requests = Queue()
+        self._responder = None
+        super().__init__(bus, clock, reset, reset_active_level=False)
+
+    def _handle_reset(self, state):
+        super()._handle_reset(state)
+        if state:
+            if self._responder is not None:
+                self._responder.cancel()
+                self._responder = None
+            self._requests = Queue()
+        elif self._responder is None:
+            self._responder = cocotb.start_soon(self._respond())
+
+    async def _process_read(self):
+        while True:
+            ar = await self.ar_channel.recv()
+            beats = self._check_burst("read", int(ar.araddr), int(ar.arlen), int(ar.arsize),
+                                      int(ar.arburst), int(ar.arid))
+            burst = ReadBurst(self._model.timing.edge(), int(ar.araddr), beats)
+            self._model.reads.append(burst)
+            self._requests.put_nowait((burst.edge + self._model.read_latency, burst))
+
+    async def _respond(self):
+        model, lanes = self._model, self._model.bus_bytes
+        while True:
+            due, burst = await self._requests.get()
+            await model.timing.present_at(due)
+            for n in range(burst.beats):
+                addr = burst.addr + n * lanes
+                r = self.r_channel._transaction_obj()
+                r.rid = 0
+                r.rlast = n == burst.beats - 1
+                resp = model.error_response(addr, lanes, write=False)
+                if resp is None:
+                    r.rresp = AxiResp.OKAY
+                    r.rdata = int.from_bytes(model.mem.read(addr, lanes), "little")
+                else:
+                    r.rresp = resp
+                    r.rdata = 0
+                    burst.failed.append(n)
+                await self.r_channel.send(r)
+
+
+class _WritePort(_ProtocolChecks, AxiSlaveWrite):
+    """Last W beat of a burst taken at edge ``w`` → B can be taken at edge
+    ``w + latency``; a burst that touches an error range writes nothing."""
+
+    def __init__(self, bus, clock, reset, model):
+        self._model = model
+        self._responses = Queue()
+        self._responder = None
+        super().__init__(bus, clock, reset, reset_active_level=False)
+
+    def _handle_reset(self, state):
+        super()._handle_reset(state)
+        if state:
+            if self._responder is not None:
+                self._responder.cancel()
+                self._responder = None
+            self._responses = Queue()
+        elif self._responder is None:
+            self._responder = cocotb.start_soon(self._respond())
+
+    async def _process_write(self):
+        model, lanes = self._model, self._model.bus_bytes
+        while True:
+            aw = await self.aw_channel.recv()
+            addr = int(aw.awaddr)
+            beats = self._check_burst("write", addr, int(aw.awlen), int(aw.awsize),
+                                      int(aw.awburst), int(aw.awid))
+            runs = []
+            for n in range(beats):
+                w = await self.w_channel.recv()
+                if bool(int(w.wlast)) != (n == beats - 1):
+                    model.violations.append(f"write burst at {addr:#x}: WLAST on beat {n} "
+                                            f"of {beats} is {int(w.wlast)}")
+                data = int(w.wdata).to_bytes(lanes, "little")
+                strb = int(w.wstrb)
+                base = addr + n * lanes
+                start = None
+                for lane in range(lanes + 1):
+                    on = lane < lanes and (strb >> lane) & 1
+                    if on and start is None:
+                        start = lane
+                    elif not on and start is not None:
+                        runs.append((base + start, data[start:lane]))
+                        start = None
+            resp = None
+            for run_addr, run in runs:
+                resp = resp or model.error_response(run_addr, len(run), write=True)
+            if resp is None:
+                for run_addr, run in runs:
+                    model.mem.write(run_addr, run)
+            burst = WriteBurst(model.timing.edge(), addr, beats, runs, resp is not None)
+            model.writes.append(burst)
+            b = self.b_channel._transaction_obj()
+            b.bid = 0
+            b.bresp = AxiResp.OKAY if resp is None else resp
+            self._responses.put_nowait((burst.edge + model.write_latency, b))
+
+    async def _respond(self):
+        while True:
+            due, b = await self._responses.get()
+            await self._model.timing.present_at(due)
+            await self.b_channel.send(b)
+
+
+class GmemModel:
+    """The memory on ``m_axi_gmem`` (see the module docstring).
+
+    ``read_latency``: cycles from the AR handshake to the first R beat's earliest
+    handshake; ``write_latency``: cycles from the last W beat's handshake to B's. Both
+    at least 2 (both attributes may change between commands). ``error_ranges``: a list of
+    :class:`ErrorRange`; addresses above 48 bits answer DECERR. ``reads`` / ``writes``: every burst
+    so far; ``acks``: edges of B handshakes; ``violations``: AXI rule breaches seen.
+    """
+
+    def __init__(self, bus, clock, reset, timing, *, read_latency=20, write_latency=20):
+        for name, value in (("read_latency", read_latency), ("write_latency", write_latency)):
+            if not isinstance(value, int) or value < 2:
+                raise ValueError(f"{name} must be an integer number of cycles >= 2, "
+                                 f"not {value!r}")
+        self.timing = timing
+        self.read_latency = read_latency
+        self.write_latency = write_latency
+        self.bus_bytes = len(bus.read.r.rdata) // 8
+        self.mem = SparseMemory(1 << PHYS_BITS)
+        self.error_ranges = []
+        self.reads, self.writes, self.acks, self.violations = [], [], [], []
+        self.read_if = _ReadPort(bus.read, clock, reset, self)
+        self.write_if = _WritePort(bus.write, clock, reset, self)
+        self._b_monitor = AxiBMonitor(bus.write.b, clock, reset, reset_active_level=False)
+        cocotb.start_soon(self._watch_acks())
+
+    def channels(self):
+        """The five cocotbext-axi channel objects (AR, R, AW, W, B)."""
+        return (self.read_if.ar_channel, self.read_if.r_channel, self.write_if.aw_channel,
+                self.write_if.w_channel, self.write_if.b_channel)
+
+    def error_response(self, addr, nbytes, *, write):
+        """The error response of an access to ``[addr, addr + nbytes)``, or ``None``."""
+        if addr + nbytes > 1 << PHYS_BITS:
+            return AxiResp.DECERR
+        for r in self.error_ranges:
+            if (r.writes if write else r.reads) and addr < r.end and r.start < addr + nbytes:
+                return r.resp
+        return None
+
+    async def _watch_acks(self):
+        while True:
+            await self._b_monitor.recv()
+            self.acks.append(self.timing.edge())
+
+    async def watch_reads(self, first_beats):
+        """Append ``(AR edge, first R beat edge)`` of every read burst to ``first_beats``
+        (a measurement: costs a Python wake-up per R beat)."""
+        monitor = AxiRMonitor(self.read_if.bus.r, self.read_if.clock, None)
+        index = len(self.reads)
+        beat = 0
+        while True:
+            r = await monitor.recv()
+            if beat == 0:
+                first_beats.append((self.reads[index].edge, self.timing.edge()))
+            beat += 1
+            if int(r.rlast):
+                index, beat = index + 1, 0
+
+    def snapshot(self):
+        """Copy of every 4 KiB page ever written (the pages that are not zero)."""
+        return {page: bytes(block) for page, block in self.mem.segs.items()}
+
+    def changed_bytes(self, before):
+        """Physical addresses whose byte differs from the ``before`` snapshot."""
+        zero = bytes(PAGE)
+        changed = []
+        for page, block in self.mem.segs.items():
+            old = before.get(page, zero)
+            if old != block:
+                diff = np.nonzero(np.frombuffer(old, np.uint8) != np.frombuffer(block, np.uint8))[0]
+                changed.extend(page + int(i) for i in diff)
+        return changed
+
+
+# --- Commands and outcomes -----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Command:
+    """The MA command registers. ``mode`` may be any MODE.MODE value (2 and 3 are bad)."""
+    mode: int
+    m: int
+    k: int
+    n: int
+    a_addr: int
+    b_addr: int
+    c_addr: int
+    lda: int
+    ldb: int
+    ldc: int
+    accumulate: bool = False
+
+    @property
+    def es(self):
+        return element_size(self.mode)
+
+    def operand_rows(self):
+        """``(name, [(first byte, length)])`` of A, B and C rows, in TAT-walk order."""
+        es = self.es
+        return [
+            ("A", [(self.a_addr + r * self.lda, self.k * es) for r in range(self.m)]),
+            ("B", [(self.b_addr + r * self.ldb, self.n * es) for r in range(self.k)]),
+            ("C", [(self.c_addr + r * self.ldc, self.n * 4) for r in range(self.m)]),
+        ]
+
+
+@dataclass
+class Outcome:
+    """What a command did, as the host sees it.
+
+    ``code``: ERROR register (``ErrorCode.NONE`` when DONE). ``ctr``: 64-bit CTR from
+    CTR_LO and the latched CTR_HI (0 on an error). ``start``: timebase value at the edge
+    of the START write's B handshake. ``cycles``: ``ctr - start`` when done.
+    ``ack_to_ctr``: CTR minus the timebase value at the edge where the last B response
+    of the command was taken. ``status``: STATUS fields read after the end.
+    """
+    done: bool
+    code: ErrorCode
+    err_addr: int
+    ctr: int = 0
+    start: int = 0
+    cycles: int = 0
+    ack_to_ctr: int = None
+    status: dict = None
+    irq_status: dict = None
+
+
+class MaBench:
+    """Clock, reset, bus models and host-level operations for one ``v4hw_ma`` DUT.
+
+    ``p``, ``data_width``: the DUT's parameters (checked against CAPS by
+    :meth:`start`; ``None``: taken from CAPS). ``latency``: read and write latency of the memory in cycles
+    (``write_latency`` overrides the write side). ``rng``: a ``random.Random`` (from
+    :func:`sim.seed.test_seed`) for background bytes and pause patterns.
+    ``bus_log_level``: level of the bus models' loggers.
+    """
+
+    def __init__(self, dut, *, p=8, data_width=128, latency=20, write_latency=None,
+                 rng=None, bus_log_level=logging.WARNING):
+        self.dut = dut
+        self.p, self.data_width = p, data_width
+        self.rng = rng or random.Random(0)
+        self.timing = Timing(PERIOD_NS)
+        # cocotbext-axi logs every register access and burst at INFO: pass
+        # bus_log_level=logging.INFO to see them.
+        for prefix in ("s_axi_control", "m_axi_gmem"):
+            logging.getLogger(f"cocotb.{dut._name}.{prefix}").setLevel(bus_log_level)
+        self.axil = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axi_control"), dut.ap_clk,
+                                  dut.ap_rst_n, reset_active_level=False)
+        self.ram = GmemModel(AxiBus.from_prefix(dut, "m_axi_gmem"), dut.ap_clk, dut.ap_rst_n,
+                             self.timing, read_latency=latency,
+                             write_latency=latency if write_latency is None else write_latency)
+        self.regs = Registers(self.axil, regmap)
+        # Edges of AW and W handshakes on s_axi_control: they date the START write.
+        self._control_writes = {"aw": [], "w": []}
+        axil_write = AxiLiteBus.from_prefix(dut, "s_axi_control").write
+        for kind, monitor in (("aw", AxiLiteAWMonitor), ("w", AxiLiteWMonitor)):
+            cocotb.start_soon(self._stamp(
+                monitor(getattr(axil_write, kind), dut.ap_clk, dut.ap_rst_n,
+                        reset_active_level=False), self._control_writes[kind]))
+        self.tat = [NO_TAT_ENTRY] * TAT_ENTRIES
+        self._reset_edge = None
+        self._time_offset = 0
+
+    async def _stamp(self, monitor, edges):
+        while True:
+            await monitor.recv()
+            edges.append(self.timing.edge())
+
+    # -- clock, reset, time
+    async def start(self):
+        """Start the clock, reset the DUT for 8 cycles, check ID and CAPS."""
+        self.dut.ap_rst_n.value = 0
+        Clock(self.dut.ap_clk, PERIOD_NS, unit="ns").start()
+        await RisingEdge(self.dut.ap_clk)
+        self.timing.mark()
+        for _ in range(8):
+            await RisingEdge(self.dut.ap_clk)
+        await FallingEdge(self.dut.ap_clk)
+        self.dut.ap_rst_n.value = 1
+        await RisingEdge(self.dut.ap_clk)
+        self._reset_edge = self.timing.edge()
+        ident = await self.regs.read_fields("ID")
+        assert ident["BLOCK"] == 0x4D41, f"ID.BLOCK is {ident['BLOCK']:#x}, not the MA's"
+        caps = await self.regs.read("CAPS")
+        if self.p is None:
+            self.p = caps & 0xFF
+        if self.data_width is None:
+            self.data_width = 8 * (caps >> 8 & 0xFF)
+        assert caps == caps_word(self.p, self.data_width), (
+            f"CAPS {caps:#x} is not that of P={self.p}, DATA_WIDTH={self.data_width}")
+
+    def timebase_at(self, edge):
+        """The timebase value a register samples at rising edge ``edge``."""
+        return edge - self._reset_edge + self._time_offset
+
+    def now(self):
+        """Timebase value at the latest rising edge."""
+        return self.timebase_at(self.timing.edge())
+
+    async def cycles(self, n):
+        for _ in range(n):
+            await RisingEdge(self.dut.ap_clk)
+
+    async def set_timebase(self, value):
+        """Load the DUT's 64-bit timebase with ``value`` (so that a test can cross 2**32
+        cycles without simulating them). The counter is internal: it is found as the
+        submodule with a ``now`` register whose name starts with ``timebase``, and
+        deposited at a falling edge, so the next rising edge samples ``value``."""
+        instance = None
+        for child in self.dut:
+            name = child._name.strip().lstrip("\\")
+            if name == "timebase" or name.startswith("timebase$"):
+                if hasattr(child, "now"):
+                    instance = child
+        assert instance is not None, "no timebase instance with a `now` register in the DUT"
+        await FallingEdge(self.dut.ap_clk)
+        instance.now.value = value
+        self._time_offset += value - self.timebase_at(self.timing.edge() + 1)
+
+    def set_pauses(self, probability, *, axil=True, gmem=True):
+        """Random idle/back-pressure on every channel of the chosen buses (0 stops it)."""
+        channels = []
+        if gmem:
+            channels += self.ram.channels()
+        if axil:
+            channels += [self.axil.write_if.aw_channel, self.axil.write_if.w_channel,
+                         self.axil.write_if.b_channel, self.axil.read_if.ar_channel,
+                         self.axil.read_if.r_channel]
+        for channel in channels:
+            if probability:
+                channel.set_pause_generator(
+                    random_pauses(random.Random(self.rng.getrandbits(32)), probability))
+            else:
+                channel.clear_pause_generator()
+                # Clearing the generator leaves `pause` at its last value.
+                channel.pause = False
+
+    # -- TAT and logical memory
+    async def set_tat(self, entries):
+        """Write the 4 TAT entries (missing ones invalid). Entries need not pass
+        ``tat_check``: a bad table is what BAD_TAT tests write."""
+        entries = list(entries) + [NO_TAT_ENTRY] * (TAT_ENTRIES - len(entries))
+        if len(entries) != TAT_ENTRIES:
+            raise ValueError(f"the MA has {TAT_ENTRIES} TAT entries, not {len(entries)}")
+        for i, e in enumerate(entries):
+            await self.regs.write_fields(f"TAT_LOGIC_{i}", valid=int(e.valid), size=e.size,
+                                         base=e.logical_base >> 12)
+            await self.regs.write_fields(f"TAT_PHYS_LO_{i}", base=(e.phys_base >> 12) & 0xFFFFF)
+            await self.regs.write_fields(f"TAT_PHYS_HI_{i}", base=e.phys_base >> 32)
+        self.tat = entries
+
+    def translate(self, logical):
+        """Physical address of a logical byte under the bench's TAT, or ``None``."""
+        for e in self.tat:
+            if e.covers(logical):
+                return e.phys_base + logical - e.logical_base
+        return None
+
+    def _chunks(self, addr, nbytes):
+        """``(logical, physical or None, length)`` pieces of a range, split at pages."""
+        while nbytes > 0:
+            length = min(nbytes, PAGE - addr % PAGE)
+            yield addr, self.translate(addr), length
+            addr, nbytes = addr + length, nbytes - length
+
+    def write_logical(self, addr, data):
+        """Write bytes at a logical address; unmapped parts are skipped."""
+        offset = 0
+        for _, phys, length in self._chunks(addr, len(data)):
+            if phys is not None:
+                self.ram.mem.write(phys, data[offset:offset + length])
+            offset += length
+
+    def read_logical(self, addr, nbytes):
+        """Read bytes at a logical address (``ValueError`` if any is unmapped)."""
+        out = bytearray()
+        for logical, phys, length in self._chunks(addr, nbytes):
+            if phys is None:
+                raise ValueError(f"logical address {logical:#x} is not mapped by the TAT")
+            out += self.ram.mem.read(phys, length)
+        return bytes(out)
+
+    def place(self, matrix, addr, ld):
+        """Store a matrix's rows (row-major, stride ``ld`` bytes) in logical memory;
+        the bytes between rows are left as they are, unmapped rows are skipped."""
+        matrix = np.asarray(matrix)
+        row_bytes = matrix.shape[1] * matrix.dtype.itemsize
+        for r in range(matrix.shape[0]):
+            self.write_logical(addr + r * ld, pack_matrix(matrix[r:r + 1], row_bytes))
+
+    def fetch(self, addr, rows, cols, dtype, ld):
+        """Read a row-major matrix back from logical memory."""
+        itemsize = np.dtype(dtype).itemsize
+        buf = b"".join(self.read_logical(addr + r * ld, cols * itemsize) for r in range(rows))
+        return unpack_matrix(buf, rows, cols, dtype, cols * itemsize)
+
+    def scribble(self, addr, nbytes):
+        """Fill the mapped part of a logical range with random bytes."""
+        self.write_logical(addr, self.rng.randbytes(nbytes))
+
+    # -- reference of the checks at START
+    def predict_refusal(self, cmd):
+        """``(code, ERR_ADDR)`` of the first failing check at START or of the TAT walk,
+        or ``None`` if the command should run (DESIGN.md order)."""
+        if cmd.mode not in (MaMode.INT8, MaMode.BF16) or not all(
+                1 <= x <= MAX_DIM for x in (cmd.m, cmd.k, cmd.n)):
+            return ErrorCode.BAD_COMMAND, 0
+        if tat_check(self.tat) is not ErrorCode.NONE:
+            return ErrorCode.BAD_TAT, 0
+        es = cmd.es
+        for value, align in ((cmd.a_addr, es), (cmd.lda, es), (cmd.b_addr, es),
+                             (cmd.ldb, es), (cmd.c_addr, 4), (cmd.ldc, 4)):
+            if value % align:
+                return ErrorCode.MISALIGNED, value
+        for _, rows in cmd.operand_rows():
+            for start, length in rows:
+                miss = tat_first_uncovered(self.tat, start, length)
+                if miss is not None:
+                    return ErrorCode.TAT_MISS, miss % LOGICAL_LIMIT
+        return None
+
+    def _c_footprint(self, cmd):
+        """``{physical address: logical address}`` of every byte of C's rows."""
+        footprint = {}
+        for start, length in cmd.operand_rows()[2][1]:
+            for logical, phys, size in self._chunks(start, length):
+                if phys is not None:
+                    for i in range(size):
+                        footprint[phys + i] = logical + i
+        return footprint
+
+    def _logical_of(self, phys):
+        for e in self.tat:
+            if e.valid and e.phys_base <= phys < e.phys_base + e.region_bytes:
+                return e.logical_base + phys - e.phys_base
+        return None
+
+    def _read_segments(self, cmd):
+        """Rows as the MA reads them: A and B rows whole; with ACCUMULATE, the old C in
+        rows of one P-column tile (the core's load order, see ``hdl/ma/core.py``)."""
+        rows = cmd.operand_rows()
+        segments = rows[0][1] + rows[1][1]
+        if cmd.accumulate:
+            p = self.p
+            for r in range(cmd.m):
+                for j in range(0, cmd.n, p):
+                    segments.append((cmd.c_addr + r * cmd.ldc + j * 4, min(p, cmd.n - j) * 4))
+        return segments
+
+    def read_error_addresses(self, cmd, burst):
+        """Logical first bytes of the bursts the MA could have issued as ``burst``: the
+        start of a row whose first bus word it is, or a 4 KiB boundary inside a row."""
+        lanes = self.ram.bus_bytes
+        logical = self._logical_of(burst.addr)
+        candidates = set()
+        if logical is None:
+            return candidates
+        for start, length in self._read_segments(cmd):
+            if start - start % lanes == logical:
+                candidates.add(start)
+            boundary = (start // PAGE + 1) * PAGE
+            if boundary == logical and boundary < start + length:
+                candidates.add(boundary)
+        return candidates
+
+    # -- running commands
+    async def _write_command(self, cmd):
+        await self.regs.write("M", cmd.m)
+        await self.regs.write("K", cmd.k)
+        await self.regs.write("N", cmd.n)
+        await self.regs.write_fields("MODE", mode=cmd.mode, accumulate=int(cmd.accumulate))
+        for name in ("A_ADDR", "B_ADDR", "C_ADDR", "LDA", "LDB", "LDC"):
+            await self.regs.write(name, getattr(cmd, name.lower()))
+
+    async def launch(self, cmd):
+        """Write the command registers and START; return the timebase value in the
+        cycle the START write is performed (see the module docstring). Checks that
+        STATUS right after START is not idle."""
+        await self._write_command(cmd)
+        aw, w = (len(self._control_writes[kind]) for kind in ("aw", "w"))
+        await self.regs.write("START", 1)
+        assert self.timing.at_edge(), "the START write returned between clock edges"
+        answered = self.timing.edge()
+        transfers = self._control_writes["aw"][aw:] + self._control_writes["w"][w:]
+        assert len(transfers) == 2, f"the START write made {len(transfers)} AW/W transfers"
+        performed = max(transfers) + 1
+        assert performed < answered, (
+            f"the START write was answered at edge {answered}, before it was performed "
+            f"(edge {performed})")
+        start = self.timebase_at(performed)
+        status = await self.regs.read_fields("STATUS")
+        assert status["BUSY"] or status["DONE"] or status["ERROR"], (
+            f"STATUS right after START shows BUSY, DONE and ERROR all clear: {status}")
+        return start
+
+    async def wait_end(self, start, *, wait="poll", max_cycles=400_000):
+        """Wait for the running command's end, by polling CTR_LO (and STATUS, for
+        errors) or by waiting for ``interrupt``; return the :class:`Outcome`."""
+        deadline = self.timing.edge() + max_cycles
+        if wait == "interrupt":
+            if not int(self.dut.interrupt.value):
+                timeout = Timer(max_cycles * PERIOD_NS, "ns")
+                fired = await First(RisingEdge(self.dut.interrupt), timeout)
+                assert fired is not timeout, f"no interrupt within {max_cycles} cycles"
+            irq = await self.regs.read_fields("IRQ_STATUS")
+            status = await self.regs.read_fields("STATUS")
+            ctr_lo = await self.regs.read("CTR_LO") if status["DONE"] else 0
+        elif wait == "poll":
+            while True:
+                ctr_lo = await self.regs.read("CTR_LO")
+                if ctr_lo:
+                    status = await self.regs.read_fields("STATUS")
+                    break
+                status = await self.regs.read_fields("STATUS")
+                if status["ERROR"]:
+                    break
+                if status["DONE"]:  # finished between the two reads
+                    ctr_lo = await self.regs.read("CTR_LO")
+                    assert ctr_lo, "STATUS.DONE is set but CTR_LO reads 0"
+                    break
+                assert self.timing.edge() < deadline, (
+                    f"the command did not end within {max_cycles} cycles: {status}")
+            irq = await self.regs.read_fields("IRQ_STATUS")
+        else:
+            raise ValueError(f"wait must be 'poll' or 'interrupt', not {wait!r}")
+        ctr_hi = await self.regs.read("CTR_HI") if ctr_lo else 0
+        code = ErrorCode(await self.regs.read("ERROR"))
+        err_addr = await self.regs.read("ERR_ADDR")
+        assert not status["BUSY"], f"STATUS shows BUSY after the end: {status}"
+        assert status["DONE"] != status["ERROR"], f"STATUS after the end: {status}"
+        assert (code is ErrorCode.NONE) == bool(status["DONE"]), (
+            f"ERROR is {code.name} with STATUS {status}")
+        outcome = Outcome(done=bool(status["DONE"]), code=code, err_addr=err_addr,
+                          status=status, irq_status=irq, start=start)
+        if outcome.done:
+            outcome.ctr = ctr_hi << 32 | ctr_lo
+            outcome.cycles = outcome.ctr - start
+            assert 0 < outcome.cycles <= self.now() - start, (
+                f"CTR {outcome.ctr} is not between START ({start}) and now ({self.now()})")
+        return outcome
+
+    async def run(self, cmd, *, wait="poll", during=None, max_cycles=400_000):
+        """Run one command with IRQ_STATUS cleared first; return the :class:`Outcome`.
+        ``wait="interrupt"`` enables both interrupt sources, waits for ``interrupt``, then
+        clears IRQ_STATUS and checks that ``interrupt`` falls. ``during``: an async
+        callable run after START and before waiting for the end."""
+        await self.regs.write_fields("IRQ_STATUS", done=1, error=1)
+        if wait == "interrupt":
+            await self.regs.write_fields("IRQ_ENABLE", done=1, error=1)
+        acks = len(self.ram.acks)
+        start = await self.launch(cmd)
+        if during is not None:
+            await during()
+        outcome = await self.wait_end(start, wait=wait, max_cycles=max_cycles)
+        expected_irq = {"DONE": int(outcome.done), "ERROR": int(not outcome.done)}
+        assert outcome.irq_status == expected_irq, (
+            f"IRQ_STATUS {outcome.irq_status} after the command, expected {expected_irq}")
+        if wait == "interrupt":
+            await self.regs.write_fields("IRQ_STATUS", done=1, error=1)
+            assert not int(self.dut.interrupt.value), "interrupt stays high after W1C"
+            await self.regs.write("IRQ_ENABLE", 0)
+        if outcome.done and len(self.ram.acks) > acks:
+            outcome.ack_to_ctr = outcome.ctr - self.timebase_at(self.ram.acks[-1])
+        return outcome
+
+    async def gemm(self, mode, a, b, c=None, *, accumulate=False, a_addr, b_addr, c_addr,
+                   lda=None, ldb=None, ldc=None, m=None, k=None, n=None, wait="poll",
+                   expect=None, place=True, during=None, max_cycles=400_000):
+        """Run C = A·B (or C += A·B) and check everything about it; return the Outcome.
+
+        ``a``/``b``: int8 or bf16-bit (uint16) arrays; ``c``: the old C (int32 /
+        float32 bits as uint32), random if ``None``. Strides default to a row. ``m``,
+        ``k``, ``n`` override the shape written to the registers (for bad shapes).
+        ``place``: store A, B and the old C through the TAT first (with random bytes
+        around them). ``during``: see :meth:`run`. ``expect``: the ErrorCode the test
+        means to provoke (checked in addition to the bench's own prediction).
+
+        Checks: the outcome is the predicted one (refusal/TAT miss from the registers,
+        AXI errors from the memory log, else DONE); a refused or TAT-missing command
+        makes no memory access; every byte written lies in C's rows and equals the
+        golden result; no other byte changed; when DONE, C equals ``golden.ma.gemm`` bit
+        for bit, every C byte was written, and the last write was acknowledged before CTR.
+        """
+        mode = int(mode)
+        es = element_size(mode)
+        a, b = np.asarray(a), np.asarray(b)
+        m_, k_, n_ = a.shape[0], a.shape[1], b.shape[1]
+        c_dtype = np.uint32 if mode == MaMode.BF16 else np.int32
+        if c is None:
+            c = np.frombuffer(self.rng.randbytes(4 * m_ * n_), c_dtype).reshape(m_, n_)
+        cmd = Command(mode=mode, m=m_ if m is None else m, k=k_ if k is None else k,
+                      n=n_ if n is None else n, a_addr=a_addr, b_addr=b_addr, c_addr=c_addr,
+                      lda=k_ * es if lda is None else lda, ldb=n_ * es if ldb is None else ldb,
+                      ldc=n_ * 4 if ldc is None else ldc, accumulate=accumulate)
+        if place:
+            for matrix, addr, ld in ((a, cmd.a_addr, cmd.lda), (b, cmd.b_addr, cmd.ldb),
+                                     (c, cmd.c_addr, cmd.ldc)):
+                span = (matrix.shape[0] - 1) * ld + matrix.shape[1] * matrix.dtype.itemsize
+                self.scribble(max(addr - 64, 0), span + 128)
+            # Later operands win where they overlap: place in the order A, B, C.
+            self.place(a, cmd.a_addr, cmd.lda)
+            self.place(b, cmd.b_addr, cmd.ldb)
+            self.place(c, cmd.c_addr, cmd.ldc)
+        runnable = (m is None and k is None and n is None
+                    and mode in (MaMode.INT8, MaMode.BF16))
+        expected = golden_gemm(mode, a, b, c if accumulate else None) if runnable else None
+        refusal = self.predict_refusal(cmd)
+        if expected is None and refusal is None:
+            raise ValueError("shape overrides and MODE values other than int8/bf16 are for "
+                             "commands the MA refuses")
+
+        before = self.ram.snapshot()
+        reads, writes = len(self.ram.reads), len(self.ram.writes)
+        outcome = await self.run(cmd, wait=wait, during=during, max_cycles=max_cycles)
+        new_reads, new_writes = self.ram.reads[reads:], self.ram.writes[writes:]
+        assert not self.ram.violations, "AXI rule violations:\n" + "\n".join(self.ram.violations)
+
+        # What should have happened.
+        if refusal is not None:
+            predicted = refusal
+            assert not new_reads and not new_writes, (
+                f"{refusal[0].name}: the command accessed memory "
+                f"({len(new_reads)} read and {len(new_writes)} write bursts)")
+        else:
+            predicted = self._axi_error(cmd, new_reads, new_writes)
+        if expect is not None:
+            assert predicted[0] == ErrorCode(expect), (
+                f"the test meant to provoke {ErrorCode(expect).name}, but the bench "
+                f"predicts {predicted[0].name}")
+        assert (outcome.code, outcome.err_addr) == predicted, (
+            f"outcome {outcome.code.name} ERR_ADDR={outcome.err_addr:#x}, expected "
+            f"{predicted[0].name} ERR_ADDR={predicted[1]:#x} ({cmd})")
+
+        # Memory.
+        footprint = self._c_footprint(cmd) if expected is not None else {}
+        image = {}
+        if expected is not None:
+            for r in range(cmd.m):
+                row = expected[r].astype(expected.dtype.newbyteorder("<")).tobytes()
+                for logical, phys, size in self._chunks(cmd.c_addr + r * cmd.ldc, len(row)):
+                    off = logical - (cmd.c_addr + r * cmd.ldc)
+                    if phys is not None:
+                        for i in range(size):
+                            image[phys + i] = row[off + i]
+        written = set()
+        for burst in new_writes:
+            for addr, run in burst.runs:
+                for i, value in enumerate(run):
+                    phys = addr + i
+                    assert phys in footprint, (
+                        f"a write to physical {phys:#x} lies outside C's rows ({cmd})")
+                    assert value == image[phys], (
+                        f"C byte at logical {footprint[phys]:#x} written as {value:#04x}, "
+                        f"the golden result has {image[phys]:#04x}")
+                    if not burst.failed:
+                        written.add(phys)
+        stray = [addr for addr in self.ram.changed_bytes(before) if addr not in footprint]
+        assert not stray, (f"{len(stray)} bytes outside C changed, first at physical "
+                           f"{stray[0]:#x}")
+        if outcome.done:
+            assert len(written) == len(footprint), (
+                f"{len(footprint) - len(written)} bytes of C were never written")
+            got = self.fetch(cmd.c_addr, cmd.m, cmd.n, expected.dtype, cmd.ldc)
+            if not np.array_equal(got, expected):
+                bad = np.argwhere(got != expected)
+                i, j = bad[0]
+                raise AssertionError(
+                    f"C differs from the golden model in {len(bad)} elements; first "
+                    f"C[{i}][{j}] = {int(got[i, j]) & 0xFFFFFFFF:#010x}, expected "
+                    f"{int(expected[i, j]) & 0xFFFFFFFF:#010x} ({cmd})")
+            assert outcome.ack_to_ctr is not None and 0 <= outcome.ack_to_ctr <= 1, (
+                f"CTR is {outcome.ack_to_ctr} cycles after the last write response")
+        return outcome
+
+    def _axi_error(self, cmd, reads, writes):
+        """``(code, ERR_ADDR)`` the memory log calls for: the first burst answered with
+        an error, or ``(NONE, 0)``."""
+        failed_read = next((b for b in reads if b.failed), None)
+        failed_write = next((b for b in writes if b.failed), None)
+        if failed_read is None and failed_write is None:
+            return ErrorCode.NONE, 0
+        # Which of a failed read and a failed write the MA sees first is a race; tests
+        # put their error range where only one kind of access goes.
+        assert failed_read is None or failed_write is None, (
+            "both a read and a write burst failed: the expected error is ambiguous")
+        if failed_read is not None:
+            candidates = self.read_error_addresses(cmd, failed_read)
+            assert len(candidates) == 1, (
+                f"the failed read burst at physical {failed_read.addr:#x} is the first "
+                f"burst of {sorted(candidates)}: choose a layout where rows do not share "
+                "a bus word")
+            return ErrorCode.AXI_READ_ERROR, candidates.pop()
+        return ErrorCode.AXI_WRITE_ERROR, self._logical_of(failed_write.runs[0][0])
+

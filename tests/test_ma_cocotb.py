@@ -1,0 +1,57 @@
+"""cocotb regressions of the standalone MA top (``v4hw_ma``, P=8, DATA_WIDTH=128).
+
+Each cocotb test of ``tests/ma_tb.py`` runs once per simulator (Icarus and Verilator) in
+its own simulation, so a failure names the test and the simulator; the seed it printed
+reruns it (``V4HW_SEED=<n> python -m pytest '<node id>'``). ``WAVES=1`` leaves a VCD and
+a GTKWave save file with the groups below next to the run's ``results.xml``.
+"""
+
+from functools import cache
+
+import pytest
+from amaranth.back import verilog as amaranth_verilog
+
+from hdl.top.ma import MaTop
+from sim.runner import SIMULATORS, run_cocotb
+
+P, DATA_WIDTH = 8, 128
+TOPLEVEL = "v4hw_ma"
+CONFIG_NAME = f"ma-p{P}-dw{DATA_WIDTH}"
+TESTBENCH = "tests.ma_tb"
+TIMEOUT_S = {"icarus": 600, "verilator": 300}
+
+TESTS = [
+    "registers", "gemm_random", "gemm_large", "int8_extremes", "bf16_special_values",
+    "accumulate_chain", "mode_switch", "tat_regions", "bad_tat", "tat_miss", "bad_shapes",
+    "misaligned", "axi_read_error", "axi_write_error", "start_while_busy", "ctr_and_time",
+    "interrupts", "backpressure", "memory_latency",
+]
+
+GTKW_GROUPS = [
+    ("clock, reset, interrupt", ["ap_clk", "ap_rst_n", "interrupt"]),
+    ("s_axi_control", ["s_axi_control_*"]),
+    ("m_axi_gmem read", ["m_axi_gmem_ar*", "m_axi_gmem_r*"]),
+    ("m_axi_gmem write", ["m_axi_gmem_aw*", "m_axi_gmem_w*", "m_axi_gmem_b*"]),
+    ("command status", ["status.busy", "status.done", "status.error", "status.start_dropped",
+                        "status.error_code", "status.err_addr", "status.launch",
+                        "status.finish", "status.fail", "status.ctr_lo"]),
+    ("core", ["core.fsm_state", "core.abort", "core.loads.fsm_state", "core.a_full",
+              "core.b_full", "core.c_full", "core.issuer.issuing", "core.results.credits",
+              "core.reader.idle", "core.writer.fsm_state", "core.writer.idle"]),
+]
+
+
+@cache
+def ma_verilog(p=P, data_width=DATA_WIDTH):
+    """Verilog of ``MaTop(p, data_width)`` as module ``v4hw_ma``, generated once per
+    configuration. Without ``src`` attributes: they hold Python line numbers, and any
+    edit above a line would change the text and force a rebuild of the simulators."""
+    return amaranth_verilog.convert(MaTop(p, data_width), name=TOPLEVEL, emit_src=False)
+
+
+@pytest.mark.cocotb
+@pytest.mark.parametrize("test", TESTS)
+@pytest.mark.parametrize("simulator", SIMULATORS)
+def test_ma(simulator, test):
+    run_cocotb(simulator, ma_verilog(), TOPLEVEL, TESTBENCH, config_name=CONFIG_NAME,
+               testcase=test, gtkw_groups=GTKW_GROUPS, timeout_s=TIMEOUT_S[simulator])

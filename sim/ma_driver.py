@@ -63,6 +63,9 @@ PHYS_BITS = 48
 MAX_DIM = 128
 LOGICAL_LIMIT = 1 << 32
 NO_TAT_ENTRY = TatEntry(False, 0, 0, 0)
+# Cycles (beyond the memory latencies) that gemm() waits after a command's end for late
+# memory accesses: more than the array's drain (about 2·P) and a few C rows.
+QUIET_CYCLES = 128
 
 
 def element_size(mode):
@@ -127,8 +130,10 @@ class ReadBurst:
 
 @dataclass
 class WriteBurst:
-    """One write burst: ``edge`` of its last W beat, the strobed bytes as
-    ``[(physical address, bytes)]`` runs, and whether it was refused (nothing written)."""
+    """One write burst: ``aw_edge`` of its AW handshake, ``edge`` of its last W beat,
+    the strobed bytes as ``[(physical address, bytes)]`` runs, and whether it was refused
+    (then nothing was written)."""
+    aw_edge: int
     edge: int
     addr: int
     beats: int
@@ -253,6 +258,7 @@ class _WritePort(_ProtocolChecks, AxiSlaveWrite):
         model, lanes = self._model, self._model.bus_bytes
         while True:
             aw = await self.aw_channel.recv()
+            aw_edge = model.timing.edge()
             addr = int(aw.awaddr)
             beats = self._check_burst("write", addr, int(aw.awlen), int(aw.awsize),
                                       int(aw.awburst), int(aw.awid))
@@ -279,7 +285,7 @@ class _WritePort(_ProtocolChecks, AxiSlaveWrite):
             if resp is None:
                 for run_addr, run in runs:
                     model.mem.write(run_addr, run)
-            burst = WriteBurst(model.timing.edge(), addr, beats, runs, resp is not None)
+            burst = WriteBurst(aw_edge, model.timing.edge(), addr, beats, runs, resp is not None)
             model.writes.append(burst)
             b = self.b_channel._transaction_obj()
             b.bid = 0
@@ -409,6 +415,7 @@ class Outcome:
     of the START write's B handshake. ``cycles``: ``ctr - start`` when done.
     ``ack_to_ctr``: CTR minus the timebase value at the edge where the last B response
     of the command was taken. ``status``: STATUS fields read after the end.
+    ``end_edge``: the edge by which the host had seen the end (the command ended earlier).
     """
     done: bool
     code: ErrorCode
@@ -419,6 +426,7 @@ class Outcome:
     ack_to_ctr: int = None
     status: dict = None
     irq_status: dict = None
+    end_edge: int = None
 
 
 class MaBench:
@@ -720,6 +728,7 @@ class MaBench:
             irq = await self.regs.read_fields("IRQ_STATUS")
         else:
             raise ValueError(f"wait must be 'poll' or 'interrupt', not {wait!r}")
+        end_edge = self.timing.edge()
         ctr_hi = await self.regs.read("CTR_HI") if ctr_lo else 0
         code = ErrorCode(await self.regs.read("ERROR"))
         err_addr = await self.regs.read("ERR_ADDR")
@@ -728,7 +737,7 @@ class MaBench:
         assert (code is ErrorCode.NONE) == bool(status["DONE"]), (
             f"ERROR is {code.name} with STATUS {status}")
         outcome = Outcome(done=bool(status["DONE"]), code=code, err_addr=err_addr,
-                          status=status, irq_status=irq, start=start)
+                          status=status, irq_status=irq, start=start, end_edge=end_edge)
         if outcome.done:
             outcome.ctr = ctr_hi << 32 | ctr_lo
             outcome.cycles = outcome.ctr - start
@@ -774,9 +783,11 @@ class MaBench:
 
         Checks: the outcome is the predicted one (refusal/TAT miss from the registers,
         AXI errors from the memory log, else DONE); a refused or TAT-missing command
-        makes no memory access; every byte written lies in C's rows and equals the
-        golden result; no other byte changed; when DONE, C equals ``golden.ma.gemm`` bit
-        for bit, every C byte was written, and the last write was acknowledged before CTR.
+        makes no memory access; no access starts after the host has seen the end (after
+        a wait of ``QUIET_CYCLES`` plus the latencies); every byte written lies in C's
+        rows and equals the golden result; no other byte changed; when DONE, C equals
+        ``golden.ma.gemm`` bit for bit, every C byte was written, and CTR is at most one
+        cycle after the last write response.
         """
         mode = int(mode)
         es = element_size(mode)
@@ -809,8 +820,11 @@ class MaBench:
         before = self.ram.snapshot()
         reads, writes = len(self.ram.reads), len(self.ram.writes)
         outcome = await self.run(cmd, wait=wait, during=during, max_cycles=max_cycles)
+        # Give a straggling access time to show: none may follow the end.
+        await self.cycles(QUIET_CYCLES + self.ram.read_latency + self.ram.write_latency)
         new_reads, new_writes = self.ram.reads[reads:], self.ram.writes[writes:]
         assert not self.ram.violations, "AXI rule violations:\n" + "\n".join(self.ram.violations)
+        self.check_no_access_after(outcome, new_reads, new_writes)
 
         # What should have happened.
         if refusal is not None:
@@ -828,7 +842,27 @@ class MaBench:
             f"outcome {outcome.code.name} ERR_ADDR={outcome.err_addr:#x}, expected "
             f"{predicted[0].name} ERR_ADDR={predicted[1]:#x} ({cmd})")
 
-        # Memory.
+        self.check_memory(cmd, expected, before, new_writes, done=outcome.done)
+        if outcome.done:
+            assert outcome.ack_to_ctr is not None and 0 <= outcome.ack_to_ctr <= 1, (
+                f"CTR is {outcome.ack_to_ctr} cycles after the last write response")
+        return outcome
+
+    def check_no_access_after(self, outcome, reads, writes):
+        """No burst of ``reads``/``writes`` was issued after the host saw the end."""
+        late = [f"read at physical {b.addr:#x} (AR at edge {b.edge})"
+                for b in reads if b.edge > outcome.end_edge]
+        late += [f"write at physical {b.addr:#x} (AW at edge {b.aw_edge})"
+                 for b in writes if b.aw_edge > outcome.end_edge]
+        assert not late, (
+            f"{len(late)} memory accesses after the command had ended "
+            f"({outcome.code.name}, seen by edge {outcome.end_edge}); first: {late[0]}")
+
+    def check_memory(self, cmd, expected, before, writes, *, done):
+        """Memory after ``cmd``: every byte of ``writes`` (the command's write bursts)
+        lies in C's rows and equals ``expected`` (the golden C; ``None``: no write
+        allowed); no byte outside C's rows differs from the ``before`` snapshot; if
+        ``done``, every byte of C was written and C equals ``expected`` bit for bit."""
         footprint = self._c_footprint(cmd) if expected is not None else {}
         image = {}
         if expected is not None:
@@ -840,7 +874,7 @@ class MaBench:
                         for i in range(size):
                             image[phys + i] = row[off + i]
         written = set()
-        for burst in new_writes:
+        for burst in writes:
             for addr, run in burst.runs:
                 for i, value in enumerate(run):
                     phys = addr + i
@@ -854,7 +888,7 @@ class MaBench:
         stray = [addr for addr in self.ram.changed_bytes(before) if addr not in footprint]
         assert not stray, (f"{len(stray)} bytes outside C changed, first at physical "
                            f"{stray[0]:#x}")
-        if outcome.done:
+        if done:
             assert len(written) == len(footprint), (
                 f"{len(footprint) - len(written)} bytes of C were never written")
             got = self.fetch(cmd.c_addr, cmd.m, cmd.n, expected.dtype, cmd.ldc)
@@ -865,9 +899,6 @@ class MaBench:
                     f"C differs from the golden model in {len(bad)} elements; first "
                     f"C[{i}][{j}] = {int(got[i, j]) & 0xFFFFFFFF:#010x}, expected "
                     f"{int(expected[i, j]) & 0xFFFFFFFF:#010x} ({cmd})")
-            assert outcome.ack_to_ctr is not None and 0 <= outcome.ack_to_ctr <= 1, (
-                f"CTR is {outcome.ack_to_ctr} cycles after the last write response")
-        return outcome
 
     def _axi_error(self, cmd, reads, writes):
         """``(code, ERR_ADDR)`` the memory log calls for: the first burst answered with

@@ -528,9 +528,9 @@ async def axi_read_error(dut):
         await bench.gemm(mode, a, b, expect=ErrorCode.AXI_READ_ERROR, **where)
         await good_command(bench, rng)
 
-        # The old C of a tile in the second block of rows, while the first block's
-        # results are still being written.
-        error_range(bench, where["c_addr"] + (P + rng.randrange(P)) * where["ldc"] + 4 * P, 4)
+        # The old C of the first tile of the second block of rows: it is read while the
+        # results of the first block's last tile are still on their way to memory.
+        error_range(bench, where["c_addr"] + (P + rng.randrange(P)) * where["ldc"], 4)
         await bench.gemm(mode, a, b, accumulate=True, expect=ErrorCode.AXI_READ_ERROR,
                          **where)
         await good_command(bench, rng)
@@ -631,9 +631,9 @@ async def ctr_and_time(dut):
     bench.place(a, where["a_addr"], where["lda"])
     bench.place(b, where["b_addr"], where["ldb"])
     cmd = Command(INT8, 8, 16, 8, **where)
+    expected = golden_gemm(INT8, a, b)
     await bench.set_timebase((5 << 32) - 20)
-    start = await bench.launch(cmd)
-    await wait_done(bench)
+    start = await launch_checked(bench, cmd, expected)
     assert await regs.read("CTR_HI") == 0, "CTR_HI changed without a CTR_LO read"
     lo = await regs.read("CTR_LO")
     hi = await regs.read("CTR_HI")
@@ -642,28 +642,34 @@ async def ctr_and_time(dut):
     assert await regs.read("CTR_LO") == 0, "CTR_LO is not cleared by its read"
     assert await regs.read("CTR_HI") == 0, "CTR_HI does not latch the cleared CTR"
     assert (await regs.read_fields("STATUS"))["DONE"], "reading the CTR cleared DONE"
-    got = bench.fetch(where["c_addr"], 8, 8, np.int32, where["ldc"])
-    np.testing.assert_array_equal(got, golden_gemm(INT8, a, b))
 
     # An accepted START clears an unread CTR (of a done command; here a refused START).
-    await bench.launch(cmd)
-    await wait_done(bench)
+    await launch_checked(bench, cmd, expected)
     await bench.gemm(INT8, a, b, m=0, expect=ErrorCode.BAD_COMMAND, **where)
     assert await regs.read("CTR_LO") == 0, "a refused START left the CTR"
     # ... and so does an accepted one; the CTR then takes the new completion time.
-    await bench.launch(cmd)
-    await wait_done(bench)
-    start = await bench.launch(cmd)
-    assert await regs.read("CTR_LO") == 0, "an accepted START left the old CTR"
-    await wait_done(bench)
+    await launch_checked(bench, cmd, expected)
+
+    async def ctr_cleared():
+        assert await regs.read("CTR_LO") == 0, "an accepted START left the old CTR"
+
+    start = await launch_checked(bench, cmd, expected, during=ctr_cleared)
     assert await regs.read("CTR_LO") > start & 0xFFFFFFFF
 
 
-async def wait_done(bench, limit=100_000):
-    """Poll STATUS (not CTR_LO) until DONE."""
+async def launch_checked(bench, cmd, expected, during=None, limit=100_000):
+    """START ``cmd`` (operands already in memory), run ``during``, poll STATUS (not
+    CTR_LO) until DONE, check memory against ``expected``; return the START time."""
+    before = bench.ram.snapshot()
+    writes = len(bench.ram.writes)
+    start = await bench.launch(cmd)
+    if during is not None:
+        await during()
     deadline = bench.now() + limit
     while not (await bench.regs.read_fields("STATUS"))["DONE"]:
         assert bench.now() < deadline, "the command did not finish"
+    bench.check_memory(cmd, expected, before, bench.ram.writes[writes:], done=True)
+    return start
 
 
 @cocotb.test()

@@ -28,6 +28,7 @@ those transfers seen at edges ``e_aw`` and ``e_w`` that cycle ends at edge
 performed in cycle 0"); the START write's B response is taken two or more cycles later.
 """
 
+import dataclasses
 import logging
 import random
 from dataclasses import dataclass, field
@@ -376,6 +377,19 @@ class GmemModel:
 
 
 # --- Commands and outcomes -----------------------------------------------------------------
+
+def _check_disjoint(cmd):
+    """ValueError if rows of two different operands share a byte (a test's layout bug:
+    placing one would overwrite the other)."""
+    rows = sorted((start, start + length, name) for name, spans in cmd.operand_rows()
+                  for start, length in spans)
+    reach = {}
+    for start, end, name in rows:
+        for other, other_end in reach.items():
+            if other != name and start < other_end:
+                raise ValueError(f"rows of {other} and {name} overlap at {start:#x}")
+        reach[name] = max(reach.get(name, 0), end)
+
 
 @dataclass(frozen=True)
 class Command:
@@ -786,8 +800,8 @@ class MaBench:
         makes no memory access; no access starts after the host has seen the end (after
         a wait of ``QUIET_CYCLES`` plus the latencies); every byte written lies in C's
         rows and equals the golden result; no other byte changed; when DONE, C equals
-        ``golden.ma.gemm`` bit for bit, every C byte was written, and CTR is at most one
-        cycle after the last write response.
+        ``golden.ma.gemm`` bit for bit, every C byte was written, and CTR is 0 to 2
+        cycles after the last write response.
         """
         mode = int(mode)
         es = element_size(mode)
@@ -801,6 +815,7 @@ class MaBench:
                       lda=k_ * es if lda is None else lda, ldb=n_ * es if ldb is None else ldb,
                       ldc=n_ * 4 if ldc is None else ldc, accumulate=accumulate)
         if place:
+            _check_disjoint(dataclasses.replace(cmd, m=m_, k=k_, n=n_))
             for matrix, addr, ld in ((a, cmd.a_addr, cmd.lda), (b, cmd.b_addr, cmd.ldb),
                                      (c, cmd.c_addr, cmd.ldc)):
                 span = (matrix.shape[0] - 1) * ld + matrix.shape[1] * matrix.dtype.itemsize
@@ -844,7 +859,10 @@ class MaBench:
 
         self.check_memory(cmd, expected, before, new_writes, done=outcome.done)
         if outcome.done:
-            assert outcome.ack_to_ctr is not None and 0 <= outcome.ack_to_ctr <= 1, (
+            # DONE never before the last write response; CTR is one cycle after it (the
+            # core's finish follows the response), two when a very short write latency
+            # lets the response beat the array's drain of the rows past M.
+            assert outcome.ack_to_ctr is not None and 0 <= outcome.ack_to_ctr <= 2, (
                 f"CTR is {outcome.ack_to_ctr} cycles after the last write response")
         return outcome
 

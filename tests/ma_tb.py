@@ -11,7 +11,7 @@ slower, so shapes and counts are smaller there (``ICARUS``).
 import cocotb
 import numpy as np
 
-from golden.ma import TatEntry
+from golden.ma import TatEntry, unpack_matrix
 from golden.ma import gemm as golden_gemm
 from hdl.codes import ErrorCode, MaMode
 from hdl.common.axi import AxiResp
@@ -318,6 +318,37 @@ async def mode_switch(dut):
             assert switched <= same + 1, (
                 f"{mode.name} after the other mode took {switched} cycles, "
                 f"after {mode.name} {same}")
+
+
+@cocotb.test()
+async def strides(dut):
+    """Row strides of 0 (every row of A is the same memory), smaller than a row (rows
+    of B overlap) and of megabytes (rows of A and C far apart, each on its own page)."""
+    bench, rng = await new_bench(dut)
+    m, k, n = (P + 2, 13, P + 3) if ICARUS else (3 * P + 1, 45, 2 * P + 7)
+    for mode in (INT8, BF16):
+        es = element_size(mode)
+        g = nprng(rng)
+        # A: one row in memory, LDA = 0.
+        a_addr, b_addr, c_addr = 0x0030_0000 + es, 0x0031_0000 + 3 * es, 0x0032_0000 + 4
+        row = rand_operands(rng, mode, 1, k, 1)[0]
+        a = np.repeat(row, m, axis=0)
+        # B: rows overlap by all but 3 elements: build the bytes, read B back from them.
+        ldb = 3 * es
+        span = (k - 1) * ldb + n * es
+        image = bytes(g.integers(0, 256, span, dtype=np.uint8))
+        if mode == BF16:  # keep the overlapped values moderate: clear the exponent's top
+            image = bytes(x & 0xBF if i % 2 else x for i, x in enumerate(image))
+        b = unpack_matrix(image, k, n, np.uint16 if mode == BF16 else np.int8, ldb)
+        bench.place(row, a_addr, k * es)
+        bench.write_logical(b_addr, image)
+        await bench.gemm(mode, a, b, a_addr=a_addr, lda=0, b_addr=b_addr, ldb=ldb,
+                         c_addr=c_addr, place=False)
+        # Megabyte strides: every row of A and C in its own far-away page.
+        a, b = rand_operands(rng, mode, m, k, n)
+        await bench.gemm(mode, a, b, a_addr=0x0100_0000 + 6 * es, lda=0x0010_0000 + 2 * es,
+                         b_addr=0x0040_0000, c_addr=0x1000_0000 + 8, ldc=0x0020_0004,
+                         accumulate=True)
 
 
 # --- TAT -----------------------------------------------------------------------------------

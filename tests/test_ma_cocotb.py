@@ -22,7 +22,7 @@ TIMEOUT_S = {"icarus": 600, "verilator": 300}
 
 TESTS = [
     "registers", "gemm_random", "gemm_large", "int8_extremes", "bf16_special_values",
-    "accumulate_chain", "mode_switch", "tat_regions", "bad_tat", "tat_miss", "bad_shapes",
+    "accumulate_chain", "mode_switch", "strides", "tat_regions", "bad_tat", "tat_miss", "bad_shapes",
     "misaligned", "axi_read_error", "axi_write_error", "start_while_busy", "ctr_and_time",
     "interrupts", "backpressure", "memory_latency",
 ]

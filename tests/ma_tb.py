@@ -210,7 +210,7 @@ async def gemm_random(dut):
     """Random shapes (1×1×1, non-multiples of P, up to 128 on Verilator), both modes,
     random ACCUMULATE, strides, alignments and waiting (poll or interrupt)."""
     bench, rng = await new_bench(dut)
-    count, limit = (6, 20) if ICARUS else (16, 128)
+    count, limit = (10, 24) if ICARUS else (16, 128)
     for shape in shapes(rng, count, limit):
         outcome = await random_gemm(bench, rng, shape=shape)
         assert outcome.done

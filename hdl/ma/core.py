@@ -141,6 +141,11 @@ class MatrixCore(wiring.Component):
         for name in ("wr_req", "wr_data", "wr_resp"):
             wiring.connect(m, wiring.flipped(getattr(self.mem, name)), getattr(writer, name))
 
+        # After an error nothing more may reach memory until the next command: rows still
+        # in the result path, or still leaving the array, are dropped.
+        with m.If(self.launch):
+            m.d.sync += abort.eq(0)
+
         error = Signal(ErrorReport())
         all_written = (issuer.issued_all & results.drained_all & results.empty
                        & writer.idle & reader.idle)
@@ -158,17 +163,16 @@ class MatrixCore(wiring.Component):
             with m.State("RUN"):
                 m.d.comb += run.eq(1)
                 with m.If(reader.error.valid):
-                    m.d.sync += error.eq(reader.error)
+                    m.d.sync += [error.eq(reader.error), abort.eq(1)]
                     m.next = "ABORT"
                 with m.Elif(writer.error.valid):
-                    m.d.sync += error.eq(writer.error)
+                    m.d.sync += [error.eq(writer.error), abort.eq(1)]
                     m.next = "ABORT"
                 with m.Elif(all_written):
                     m.d.comb += self.finish.eq(1)
                     m.next = "IDLE"
             with m.State("ABORT"):
                 # Wait for every burst in flight: the next command starts clean.
-                m.d.comb += abort.eq(1)
                 with m.If(reader.idle & writer.idle):
                     m.next = "FAIL"
             with m.State("FAIL"):

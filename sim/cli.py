@@ -89,22 +89,11 @@ def cmd_regmap(args, rest):
 # systolic array and of the operand buffers (every PE, every buffer word), which would
 # make it gigabytes.
 DEMO_TRACE_EXCLUDE = ("*.core.array*", "*.core.buffers*")
-MA_GTKW_GROUPS = [
-    ("control port (AXI4-Lite)", ["s_axi_control_*"]),
-    ("memory read (AXI4 AR/R)", ["m_axi_gmem_ar*", "m_axi_gmem_r*"]),
-    ("memory write (AXI4 AW/W/B)", ["m_axi_gmem_aw*", "m_axi_gmem_w*", "m_axi_gmem_b*"]),
-    ("interrupt", ["interrupt"]),
-    ("command status", ["status.busy", "status.done", "status.error", "status.error_code",
-                        "status.err_addr", "status.ctr_lo"]),
-    ("core state", ["core.fsm_state", "core.loads.fsm_state", "core.issuer.a_full",
-                    "core.issuer.b_full", "core.issuer.c_full", "core.results.credits",
-                    "core.issuer.issuing", "core.issuer.k", "core.issuer.it",
-                    "core.issuer.jt", "core.reader.idle", "core.writer.idle"]),
-]
 
 
 def cmd_demo(args):
     """Generate the MA, run a 128³ int8 and a bf16 tile under Verilator, check both."""
+    from sim.ma_driver import MA_GTKW_GROUPS
     from sim.runner import CocotbTestFailure, SimulationError, run_cocotb
     params = {"P": 8, "DATA_WIDTH": 128}
     print("v4hw demo: generating v4hw_ma (P=8, DATA_WIDTH=128)")

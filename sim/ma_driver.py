@@ -53,7 +53,7 @@ from hdl.top.ma import caps_word
 
 from .regs import Registers
 
-__all__ = [
+__all__ = ["MA_GTKW_GROUPS",
     "PERIOD_NS", "PAGE", "PHYS_BITS", "MAX_DIM", "Timing", "GmemModel", "ErrorRange", "ReadBurst",
     "WriteBurst", "Command", "Outcome", "MaBench", "random_pauses", "element_size",
 ]
@@ -938,3 +938,18 @@ class MaBench:
             return ErrorCode.AXI_READ_ERROR, candidates.pop()
         return ErrorCode.AXI_WRITE_ERROR, self._logical_of(failed_write.runs[0][0])
 
+
+# The MA's GTKWave groups: its ports, the command status and the core's key state
+# (patterns as sim.waves.match_signals reads them, below the top).
+MA_GTKW_GROUPS = [
+    ("clock, reset, interrupt", ["ap_clk", "ap_rst_n", "interrupt"]),
+    ("s_axi_control", ["s_axi_control_*"]),
+    ("m_axi_gmem read", ["m_axi_gmem_ar*", "m_axi_gmem_r*"]),
+    ("m_axi_gmem write", ["m_axi_gmem_aw*", "m_axi_gmem_w*", "m_axi_gmem_b*"]),
+    ("command status", ["status.busy", "status.done", "status.error", "status.start_dropped",
+                        "status.error_code", "status.err_addr", "status.launch",
+                        "status.finish", "status.fail", "status.ctr_lo"]),
+    ("core", ["core.fsm_state", "core.abort", "core.loads.fsm_state", "core.a_full",
+              "core.b_full", "core.c_full", "core.issuer.issuing", "core.results.credits",
+              "core.reader.idle", "core.writer.fsm_state", "core.writer.idle"]),
+]

@@ -3,7 +3,7 @@
 Each cocotb test of ``tests/ma_tb.py`` runs once per simulator (Icarus and Verilator) in
 its own simulation, so a failure names the test and the simulator; the seed it printed
 reruns it (``V4HW_SEED=<n> python -m pytest '<node id>'``). ``WAVES=1`` leaves a VCD and
-a GTKWave save file with the groups below next to the run's ``results.xml``.
+a GTKWave save file (groups: ``sim.ma_driver.MA_GTKW_GROUPS``) next to the run's ``results.xml``.
 """
 
 from functools import cache
@@ -12,6 +12,7 @@ import pytest
 from amaranth.back import verilog as amaranth_verilog
 
 from hdl.top.ma import MaTop
+from sim.ma_driver import MA_GTKW_GROUPS
 from sim.runner import SIMULATORS, run_cocotb
 
 P, DATA_WIDTH = 8, 128
@@ -27,18 +28,6 @@ TESTS = [
     "interrupts", "backpressure", "memory_latency",
 ]
 
-GTKW_GROUPS = [
-    ("clock, reset, interrupt", ["ap_clk", "ap_rst_n", "interrupt"]),
-    ("s_axi_control", ["s_axi_control_*"]),
-    ("m_axi_gmem read", ["m_axi_gmem_ar*", "m_axi_gmem_r*"]),
-    ("m_axi_gmem write", ["m_axi_gmem_aw*", "m_axi_gmem_w*", "m_axi_gmem_b*"]),
-    ("command status", ["status.busy", "status.done", "status.error", "status.start_dropped",
-                        "status.error_code", "status.err_addr", "status.launch",
-                        "status.finish", "status.fail", "status.ctr_lo"]),
-    ("core", ["core.fsm_state", "core.abort", "core.loads.fsm_state", "core.a_full",
-              "core.b_full", "core.c_full", "core.issuer.issuing", "core.results.credits",
-              "core.reader.idle", "core.writer.fsm_state", "core.writer.idle"]),
-]
 
 
 @cache
@@ -54,4 +43,4 @@ def ma_verilog(p=P, data_width=DATA_WIDTH):
 @pytest.mark.parametrize("simulator", SIMULATORS)
 def test_ma(simulator, test):
     run_cocotb(simulator, ma_verilog(), TOPLEVEL, TESTBENCH, config_name=CONFIG_NAME,
-               testcase=test, gtkw_groups=GTKW_GROUPS, timeout_s=TIMEOUT_S[simulator])
+               testcase=test, gtkw_groups=MA_GTKW_GROUPS, timeout_s=TIMEOUT_S[simulator])

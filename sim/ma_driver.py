@@ -161,7 +161,19 @@ class ErrorRange:
 
 
 class _ProtocolChecks:
-    """The AXI4 rules of DESIGN.md's memory port that every burst of the MA must follow."""
+    """The AXI4 rules of DESIGN.md's memory port that every burst of the MA must follow,
+    and the life cycle of a port's responder: ``_respond`` serves ``_due`` (a queue of
+    (edge, burst)) while out of reset, and everything pending is dropped at reset."""
+
+    def _handle_reset(self, state):
+        super()._handle_reset(state)
+        if state:
+            if self._responder is not None:
+                self._responder.cancel()
+                self._responder = None
+            self._due = Queue()
+        elif self._responder is None:
+            self._responder = cocotb.start_soon(self._respond())
 
     def _check_burst(self, kind, addr, length, size, burst, ident):
         lanes = self._model.bus_bytes
@@ -191,19 +203,9 @@ class _ReadPort(_ProtocolChecks, AxiSlaveRead):
 
     def __init__(self, bus, clock, reset, model):
         self._model = model
-        self._requests = Queue()
+        self._due = Queue()
         self._responder = None
         super().__init__(bus, clock, reset, reset_active_level=False)
-
-    def _handle_reset(self, state):
-        super()._handle_reset(state)
-        if state:
-            if self._responder is not None:
-                self._responder.cancel()
-                self._responder = None
-            self._requests = Queue()
-        elif self._responder is None:
-            self._responder = cocotb.start_soon(self._respond())
 
     async def _process_read(self):
         while True:
@@ -212,12 +214,12 @@ class _ReadPort(_ProtocolChecks, AxiSlaveRead):
                                       int(ar.arburst), int(ar.arid))
             burst = ReadBurst(self._model.timing.edge(), int(ar.araddr), beats)
             self._model.reads.append(burst)
-            self._requests.put_nowait((burst.edge + self._model.read_latency, burst))
+            self._due.put_nowait((burst.edge + self._model.read_latency, burst))
 
     async def _respond(self):
         model, lanes = self._model, self._model.bus_bytes
         while True:
-            due, burst = await self._requests.get()
+            due, burst = await self._due.get()
             await model.timing.present_at(due)
             for n in range(burst.beats):
                 addr = burst.addr + n * lanes
@@ -241,19 +243,9 @@ class _WritePort(_ProtocolChecks, AxiSlaveWrite):
 
     def __init__(self, bus, clock, reset, model):
         self._model = model
-        self._responses = Queue()
+        self._due = Queue()
         self._responder = None
         super().__init__(bus, clock, reset, reset_active_level=False)
-
-    def _handle_reset(self, state):
-        super()._handle_reset(state)
-        if state:
-            if self._responder is not None:
-                self._responder.cancel()
-                self._responder = None
-            self._responses = Queue()
-        elif self._responder is None:
-            self._responder = cocotb.start_soon(self._respond())
 
     async def _process_write(self):
         model, lanes = self._model, self._model.bus_bytes
@@ -291,11 +283,11 @@ class _WritePort(_ProtocolChecks, AxiSlaveWrite):
             b = self.b_channel._transaction_obj()
             b.bid = 0
             b.bresp = AxiResp.OKAY if resp is None else resp
-            self._responses.put_nowait((burst.edge + model.write_latency, b))
+            self._due.put_nowait((burst.edge + model.write_latency, b))
 
     async def _respond(self):
         while True:
-            due, b = await self._responses.get()
+            due, b = await self._due.get()
             await self._model.timing.present_at(due)
             await self.b_channel.send(b)
 

@@ -43,7 +43,28 @@ def _check_width(name, value, allowed):
         raise ValueError(f"{name} must be one of {sorted(allowed)}, not {value}")
 
 
-class AXI4LiteSignature(wiring.Signature):
+class _ParametrizedSignature(wiring.Signature):
+    """A signature equal to another of its class with the same parameters
+    (``_parameters``: the names of its read-only properties)."""
+
+    _parameters = ()
+
+    def _values(self):
+        return tuple(getattr(self, name) for name in self._parameters)
+
+    def __eq__(self, other):
+        return type(other) is type(self) and other._values() == self._values()
+
+    def __hash__(self):
+        return hash((type(self), self._values()))
+
+    def __repr__(self):
+        values = ", ".join(f"{name}={value}" for name, value in
+                           zip(self._parameters, self._values(), strict=True))
+        return f"{type(self).__name__}({values})"
+
+
+class AXI4LiteSignature(_ParametrizedSignature):
     """AXI4-Lite link, master's view (``Out`` members are driven by the master).
 
     Members: ``awaddr``, ``awprot``[3], ``awvalid``, ``awready`` (write address);
@@ -71,6 +92,8 @@ class AXI4LiteSignature(wiring.Signature):
     data_width : int
         32 or 64 bits.
     """
+
+    _parameters = ("addr_width", "data_width")
 
     def __init__(self, addr_width=16, data_width=32):
         _check_width("addr_width", addr_width, range(1, 65))
@@ -107,18 +130,9 @@ class AXI4LiteSignature(wiring.Signature):
     def data_width(self):
         return self._data_width
 
-    def __eq__(self, other):
-        return (type(other) is type(self) and
-                (other.addr_width, other.data_width) == (self.addr_width, self.data_width))
-
-    def __hash__(self):
-        return hash((type(self), self.addr_width, self.data_width))
-
-    def __repr__(self):
-        return f"AXI4LiteSignature(addr_width={self.addr_width}, data_width={self.data_width})"
 
 
-class AXI4Signature(wiring.Signature):
+class AXI4Signature(_ParametrizedSignature):
     """AXI4 link with bursts, master's view (``Out`` members are driven by the master).
 
     Members, per channel (widths in bits; ``ID`` = ``id_width``):
@@ -151,6 +165,8 @@ class AXI4Signature(wiring.Signature):
     id_width : int
         1..32 bits (cocotbext-axi needs the ID signals, so the width is at least 1).
     """
+
+    _parameters = ("addr_width", "data_width", "id_width")
 
     def __init__(self, addr_width=64, data_width=128, id_width=1):
         _check_width("addr_width", addr_width, range(1, 65))
@@ -206,17 +222,6 @@ class AXI4Signature(wiring.Signature):
     def id_width(self):
         return self._id_width
 
-    def __eq__(self, other):
-        return (type(other) is type(self) and
-                (other.addr_width, other.data_width, other.id_width) ==
-                (self.addr_width, self.data_width, self.id_width))
-
-    def __hash__(self):
-        return hash((type(self), self.addr_width, self.data_width, self.id_width))
-
-    def __repr__(self):
-        return (f"AXI4Signature(addr_width={self.addr_width}, data_width={self.data_width}, "
-                f"id_width={self.id_width})")
 
 
 def _flat_name(prefix, path):

@@ -6,7 +6,7 @@ Amaranth. The RTL wraps these values in ``amaranth.lib.enum`` shapes where it ne
 
 from enum import IntEnum
 
-__all__ = ["ErrorCode", "MaMode", "BlockId"]
+__all__ = ["ErrorCode", "MaMode", "BlockId", "VaOpcode"]
 
 
 class ErrorCode(IntEnum):
@@ -32,3 +32,25 @@ class BlockId(IntEnum):
     VA = 0x5641  # "VA"
     MC = 0x4D43  # "MC"
     MUON = 0x4D55  # "MU"
+
+
+class VaOpcode(IntEnum):
+    """OPCODE.OP field of the vector accelerator: which command START runs."""
+    GATHER = 1         # dst[i] = src[base + i*stride] (strided; any byte stride)
+    SCATTER = 2        # dst[base + i*stride] = src[i]
+    GATHER_IDX = 3     # dst[i] = src[base + idx[i]*stride], idx -1 skips
+    SCATTER_IDX = 4    # dst[base + idx[i]*stride] = src[i], idx -1 skips
+    GATHER_CSR = 5     # rows of a CSR mask: dst[j] = src[base + r*row_stride + col[j]*stride]
+    QUANTIZE = 6       # absmax -> scale = absmax/127 -> int8, scale beside
+    DEQUANTIZE = 7     # int32 * scale -> bf16
+    ADD = 8
+    MUL = 9
+    SCALE = 10         # x * scalar
+    SILU = 11
+    EXP = 12
+    RMSNORM = 13
+    ROPE = 14
+    SOFTMAX = 15
+    SUM = 16           # binary32 sum
+    MAX = 17           # bf16 max
+    TOPK = 18          # k <= 8 largest: values and indices

@@ -1,0 +1,631 @@
+"""Bit-exact golden model of the vector accelerator (VA): arithmetic and every command.
+
+This module *is* the arithmetic contract of DESIGN.md's "Vector accelerator (VA)"; the
+RTL reproduces it bit for bit. It models results, not cycles.
+
+Number formats
+--------------
+bf16 in memory, binary32 inside. Values cross the API as bit patterns (``uint16`` bf16,
+``uint32`` binary32). The rules of the MA (:mod:`golden.fp`) hold throughout: subnormal
+inputs read as signed zeros, subnormal binary32 results flush to signed zeros, every NaN
+is canonical (``0x7FC00000``, bf16 ``0x7FC0``). A binary32 result goes to memory as bf16
+rounded to nearest even (:func:`f32_to_bf16`); a normal binary32 never rounds to a
+subnormal bf16, so no second flush is needed.
+
+IEEE operations: :func:`golden.fp.f32_add`, :func:`golden.fp.bf16_mul` (exact) and
+:func:`f32_mul` (binary32 × binary32, round to nearest even).
+
+Approximated functions (fixed-point inside; every intermediate is an integer, every
+shift truncates toward zero; the tables are built by exact integer arithmetic in
+:func:`exp2_table`, :func:`recip_table`, :func:`rsqrt_table`):
+
+* :func:`exp_f32` — ``t = x·log2(e)`` as a fixed-point number with 30 fraction bits
+  (the 24-bit significand times ``LOG2E_Q = round(log2(e)·2**30)``, shifted); ``n =
+  floor(t)``, ``f = t - n``; ``2**f = T[f's top 8 bits] · (1 + r·ln2)`` with the 256-entry
+  table ``T[i] = round(2**(i/256)·2**30)`` and ``r`` the remaining 22 bits (``r < 2**-8``,
+  so the linear term's error is below ``(2**-8·ln2)**2/2 < 2**-17`` relative);
+  the 31-bit result is truncated to 24 bits. ``|x| < 2**-24`` gives exactly 1.0;
+  ``x >= 128`` gives +inf, ``x <= -128`` gives +0 (both saturated well before that).
+* :func:`recip_f32` — 256-entry table of ``1/m`` at the interval midpoints (9 good
+  bits), one Newton–Raphson step ``y·(2 - m·y)`` (about 17 good bits), truncated to 24
+  bits; powers of two are exact.
+* :func:`rsqrt_f32` — 2×128-entry table of ``1/sqrt(m)`` by exponent parity and the top
+  7 fraction bits, one Newton step ``y·(3 - m·y²)/2``, truncated.
+* :func:`silu_f32` — ``x · recip(1 + exp(-x))`` (one f32_add, one f32_mul); below -16
+  ``x · e**x`` with a scaled exponent (see there); SiLU(-inf) is -0.
+
+Error bounds in bf16 ulps (``|ordinal(result) - ordinal(correctly rounded float64)|``,
+with the reference also flushing subnormals; checked exhaustively over all 65 536 bf16
+inputs by ``tests/test_golden_va.py``): exp, SiLU, reciprocal and rsqrt ``<= 1``.
+Softmax and RMSNorm rows of 4096 are within 1 ulp of float64 (same test).
+
+Reductions (order-independent where it matters, so L lanes may add in any order):
+
+* SUM: binary32, lane j adds elements j, j+L, j+2L, ... from +0 in turn, then the L
+  lane sums are added pairwise in a tree (lane 2i + lane 2i+1, level by level). The
+  result depends on L, which is a parameter here.
+* MAX, TOP-K: by value, ``-0 == +0``, NaN below everything, ties to the lowest index;
+  values are returned as the input bits (subnormals compared as they are).
+* SOFTMAX (three passes): ``m = max``; ``e_i = exp(x_i - m)`` (the difference is one
+  f32_add, <= 0, so ``e_i`` is in [0, 1]); the sum is exact in fixed point with 40
+  fraction bits (``e_i`` truncated to that grid), converted to binary32 by truncation;
+  ``y_i = bf16(e_i · recip(sum))``. A non-finite ``m`` makes the whole row NaN.
+* RMSNORM (three passes): ``Emax`` = the largest biased exponent; the squares, scaled
+  by ``2**-(2·(Emax-126))``, are summed exactly in fixed point with 40 fraction bits;
+  ``ms = sum · recip(n)``; ``r = rsqrt(ms + eps)``; ``y_i = bf16((x_i · r) · gamma_i)``.
+  A non-finite input makes the whole row NaN.
+* QUANTIZE: ``absmax`` = the largest ``|x|`` (subnormals as 0), ``scale =
+  f32_mul(absmax, RECIP_127)`` with ``RECIP_127`` the binary32 nearest 1/127,
+  ``q_i = round-half-even(x_i · recip(scale))`` saturated to ±127 (NaN gives 0).
+* DEQUANTIZE: ``bf16(f32(int32 v) · scale)`` (int32 → binary32 rounds to nearest even).
+* RoPE: ``(a, b) → (a·c - b·s, a·s + b·c)``, each product exact (bf16 × bf16), one
+  f32_add each; pairs adjacent ``(x[2i], x[2i+1])`` or split-half ``(x[i], x[i+n/2])``.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from hdl.codes import ErrorCode, VaOpcode
+
+from .fp import bf16_mul, f32_add, float_to_bf16_rne
+
+__all__ = [
+    "LOG2E_Q", "LN2_Q", "RECIP_127", "F32_ONE", "MAX_LENGTH", "MAX_K", "ADDRESS_LIMIT",
+    "exp2_table", "recip_table", "rsqrt_table",
+    "bf16_in", "f32_to_bf16", "f32_mul", "normalize_trunc",
+    "exp_f32", "recip_f32", "rsqrt_f32", "silu_f32",
+    "exp_bf16", "silu_bf16", "add_bf16", "mul_bf16", "scale_bf16",
+    "sum_bf16", "max_bf16", "topk_bf16", "softmax_bf16", "rmsnorm_bf16", "rope_bf16",
+    "quantize_bf16", "dequantize_int32", "bf16_ulp_distance",
+    "VaCommand", "execute",
+]
+
+LOG2E_Q = 1549082005        # round(log2(e) · 2**30)
+LN2_Q = 744261118           # round(ln(2) · 2**30)
+RECIP_127 = 0x3C010204      # binary32 nearest 1/127
+F32_ONE = 0x3F800000
+F32_2M64 = 0x1F800000       # 2**-64
+F32_NAN = 0x7FC00000
+BF16_NAN = 0x7FC0
+MAX_LENGTH = 65536
+MAX_K = 8
+ADDRESS_LIMIT = 1 << 48     # no access may reach or pass this byte address
+FIX = 30                    # fraction bits of the function units' fixed point
+SUM_FRAC = 40               # fraction bits of the exact softmax / RMSNorm sums
+
+_I64 = np.int64
+
+
+# ---------------------------------------------------------------------------------------
+# Tables, by exact integer arithmetic (no libm: every platform gets the same bits).
+
+def _round_half_up(twice):
+    return (twice + 1) >> 1
+
+
+def exp2_table():
+    """``T[i] = round(2**(i/256) · 2**30)``, i = 0..255 (exact: the largest y with
+    ``y**256 <= 2**(31·256 + i)`` is ``floor(2·2**(30 + i/256))``)."""
+    table = []
+    for i in range(256):
+        target = 1 << (31 * 256 + i)
+        lo, hi = 1 << 31, 1 << 32
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if mid ** 256 <= target:
+                lo = mid
+            else:
+                hi = mid
+        table.append(_round_half_up(lo))
+    return table
+
+
+def recip_table():
+    """``R[i] = round(2**30 / (1 + (i + 0.5)/256))``, i = 0..255."""
+    return [_round_half_up((1 << 40) // (513 + 2 * i)) for i in range(256)]
+
+
+def rsqrt_table():
+    """``S[odd][j] = round(2**30 / sqrt((1 + (j + 0.5)/128) · (1 + odd)))``, j = 0..127."""
+    import math
+    return [[_round_half_up(math.isqrt((1 << 70) // ((257 + 2 * j) * (1 + odd))))
+             for j in range(128)] for odd in (0, 1)]
+
+
+_EXP2 = np.array(exp2_table(), dtype=_I64)
+_RECIP = np.array(recip_table(), dtype=_I64)
+_RSQRT = np.array(rsqrt_table(), dtype=_I64)
+
+
+# ---------------------------------------------------------------------------------------
+# Bits.
+
+def _u32(x):
+    return np.asarray(x).astype(np.uint32)
+
+
+def _fields(bits):
+    b = _u32(bits).astype(_I64)
+    return (b >> 31) & 1, (b >> 23) & 0xFF, b & 0x7FFFFF
+
+
+def _assemble(sign, exp, frac):
+    return ((np.asarray(sign, _I64) << 31) | (np.asarray(exp, _I64) << 23)
+            | np.asarray(frac, _I64)).astype(np.uint32)
+
+
+def bf16_in(bits16):
+    """bf16 bits → binary32 bits, subnormals read as signed zeros."""
+    b = np.asarray(bits16).astype(np.uint32)
+    b = np.where((b & 0x7F80) == 0, b & 0x8000, b)
+    return (b << 16).astype(np.uint32)
+
+
+def f32_to_bf16(bits):
+    """binary32 bits (normal, zero, inf or NaN) → bf16 bits, nearest even; NaN 0x7FC0."""
+    return float_to_bf16_rne(_u32(bits).view(np.float32))
+
+
+def f32_mul(a_bits, b_bits):
+    """binary32 × binary32, round to nearest even, under the MA's flush and NaN rules."""
+    a, b = _flush(a_bits), _flush(b_bits)
+    with np.errstate(all="ignore"):
+        p = (a.view(np.float32) * b.view(np.float32)).view(np.uint32)
+    return _canonical(_flush(p))
+
+
+def _flush(bits):
+    b = _u32(bits)
+    return np.where((b & 0x7F800000) == 0, b & 0x80000000, b).astype(np.uint32)
+
+
+def _canonical(bits):
+    b = _u32(bits)
+    nan = ((b & 0x7F800000) == 0x7F800000) & ((b & 0x7FFFFF) != 0)
+    return np.where(nan, np.uint32(F32_NAN), b).astype(np.uint32)
+
+
+def _bit_length(v):
+    """Index of the highest set bit of each positive int64 (0 for 0 and 1)."""
+    v = np.asarray(v, _I64)
+    hb = np.zeros(v.shape, _I64)
+    for sh in (32, 16, 8, 4, 2, 1):
+        step = (v >> np.minimum(hb + sh, 63)) != 0
+        hb = hb + np.where(step & (hb + sh < 63), sh, 0)
+    return hb
+
+
+def normalize_trunc(value, scale, sign=0):
+    """binary32 bits of ``±value · 2**scale`` (value a non-negative int64 < 2**62),
+    truncated to 24 significant bits; flushed to ±0 below 2**-126, ±inf from 2**128."""
+    v = np.asarray(value, _I64)
+    s = np.asarray(scale, _I64)
+    v, s = np.broadcast_arrays(v, s)
+    hb = _bit_length(v)
+    right = np.clip(hb - 23, 0, 62)
+    left = np.clip(23 - hb, 0, 62)
+    mant = np.where(hb >= 23, v >> right, v << left)
+    exp = hb + s + 127
+    out = np.where(exp < 1, 0, np.where(exp > 254, 0xFF << 23, (np.clip(exp, 0, 255) << 23)
+                                        | (mant & 0x7FFFFF)))
+    out = np.where(v == 0, 0, out)
+    return (out | (np.asarray(sign, _I64) << 31)).astype(np.uint32)
+
+
+# ---------------------------------------------------------------------------------------
+# Approximated functions on binary32 bit patterns.
+
+def exp_f32(bits, bias=0):
+    """e**x · 2**bias for binary32 ``x`` (see the module docstring for the algorithm).
+
+    ``bias`` shifts the result's exponent before the flush (SiLU uses 64 to keep
+    ``x · e**x`` normal where ``e**x`` alone would be subnormal)."""
+    sign, e, frac = _fields(bits)
+    E = e - 127
+    M = frac | (1 << 23)
+    shift = np.clip(23 - E, 0, 62)
+    T = (M * LOG2E_Q) >> shift                          # |t| · 2**30, truncated
+    t = np.where(sign == 1, -T, T)
+    n = t >> FIX
+    f = t & ((1 << FIX) - 1)
+    y = _EXP2[f >> (FIX - 8)]
+    g = ((f & ((1 << (FIX - 8)) - 1)) * LN2_Q) >> FIX
+    mant = y + ((y * g) >> FIX)
+    out = normalize_trunc(mant, n - FIX + bias)
+    nan = (e == 255) & (frac != 0)
+    out = np.where(E < -24, F32_ONE + (bias << 23), out)              # zeros, subnormals, |x| < 2**-24
+    out = np.where((E >= 7) & (sign == 0), 0x7F800000, out)
+    out = np.where((E >= 7) & (sign == 1), 0, out)
+    return np.where(nan, F32_NAN, out).astype(np.uint32)
+
+
+def recip_f32(bits):
+    """1/x for binary32 ``x``: table + one Newton step; exact for powers of two."""
+    sign, e, frac = _fields(bits)
+    E = e - 127
+    M = frac | (1 << 23)
+    y0 = _RECIP[frac >> 15]
+    p = (M * y0) >> 23
+    y1 = (y0 * ((1 << (FIX + 1)) - p)) >> FIX
+    y1 = np.where(frac == 0, 1 << FIX, y1)
+    out = normalize_trunc(y1, -FIX - E, sign)
+    out = np.where(e == 0, _assemble(sign, 255, 0), out)         # 1/±0 = ±inf
+    out = np.where((e == 255) & (frac == 0), sign << 31, out)    # 1/±inf = ±0
+    out = np.where((e == 255) & (frac != 0), F32_NAN, out)
+    return _u32(out)
+
+
+def rsqrt_f32(bits):
+    """1/sqrt(x) for binary32 ``x``: table by exponent parity + one Newton step."""
+    sign, e, frac = _fields(bits)
+    E = e - 127
+    odd = E & 1
+    even_e = E - odd
+    M = (frac | (1 << 23)) << odd                        # 23 fraction bits, in [1, 4)
+    y0 = _RSQRT[odd, frac >> 16]
+    y2 = (y0 * y0) >> FIX
+    q = (M * y2) >> 23
+    y1 = (y0 * (3 * (1 << FIX) - q)) >> (FIX + 1)
+    y1 = np.where((frac == 0) & (odd == 0), 1 << FIX, y1)
+    out = normalize_trunc(y1, -FIX - (even_e >> 1))
+    out = np.where(e == 0, _assemble(sign, 255, 0), out)         # 1/sqrt(±0) = ±inf
+    out = np.where((e == 255) & (frac == 0) & (sign == 0), 0, out)
+    out = np.where(((sign == 1) & (e != 0)) | ((e == 255) & (frac != 0)), F32_NAN, out)
+    return _u32(out)
+
+
+def silu_f32(bits):
+    """x · sigmoid(x): ``x · recip(1 + exp(-x))`` for ``x >= -16``; below that
+    ``(x · (e**x · 2**64)) · 2**-64`` (there 1 + e**-x rounds to e**-x within 2**-23, and
+    the scaled form keeps results near 2**-126 that e**x alone would flush). SiLU(-inf)
+    is -0; NaN stays NaN."""
+    b = _u32(bits)
+    low = (b >= 0xC1800000) & (b <= 0xFF800000)         # x < -16 (or -16 exactly)
+    low = low & (b != 0xC1800000)
+    e = exp_f32(np.where(low, b, b ^ np.uint32(0x80000000)), np.where(low, 64, 0))
+    r = recip_f32(f32_add(np.uint32(F32_ONE), e))
+    out = np.where(low, f32_mul(f32_mul(b, e), np.uint32(F32_2M64)), f32_mul(b, r))
+    return np.where(b == 0xFF800000, np.uint32(0x80000000), out).astype(np.uint32)
+
+
+# ---------------------------------------------------------------------------------------
+# Elementwise commands on bf16 bits.
+
+def exp_bf16(x):
+    return f32_to_bf16(exp_f32(bf16_in(x)))
+
+
+def silu_bf16(x):
+    return f32_to_bf16(silu_f32(bf16_in(x)))
+
+
+def add_bf16(a, b):
+    return f32_to_bf16(f32_add(bf16_in(a), bf16_in(b)))
+
+
+def mul_bf16(a, b):
+    return f32_to_bf16(bf16_mul(np.asarray(a, np.uint16), np.asarray(b, np.uint16)))
+
+
+def scale_bf16(x, s):
+    """x · s for a bf16 scalar ``s`` (the product is exact in binary32: one rounding)."""
+    return mul_bf16(x, np.full(np.shape(x), s, np.uint16))
+
+
+# ---------------------------------------------------------------------------------------
+# Reductions.
+
+def sum_bf16(x, lanes):
+    """binary32 sum in the lane order of the module docstring; ``lanes`` a power of 2."""
+    x = bf16_in(x)
+    acc = np.zeros(lanes, np.uint32)
+    for start in range(0, len(x), lanes):
+        chunk = x[start:start + lanes]
+        acc[:len(chunk)] = f32_add(acc[:len(chunk)], chunk)
+    while len(acc) > 1:
+        acc = f32_add(acc[0::2], acc[1::2])
+    return int(acc[0])
+
+
+def _order_key(x):
+    """Sort key of bf16 bits by value: -0 == +0, NaN below everything."""
+    b = np.asarray(x, np.int64)
+    b = np.where(b == 0x8000, 0, b)
+    key = np.where(b & 0x8000, 0x7FFF - (b & 0x7FFF), 0x8000 + b)
+    nan = ((b & 0x7F80) == 0x7F80) & ((b & 0x7F) != 0)
+    return np.where(nan, -1, key)
+
+
+def topk_bf16(x, k):
+    """The k largest values (bits) and their indices (int32), ties to the lowest index."""
+    x = np.asarray(x, np.uint16)
+    order = np.argsort(-_order_key(x), kind="stable")[:k]
+    return x[order], order.astype(np.int32)
+
+
+def max_bf16(x):
+    """The largest value, as its bits; NaN only if every element is NaN."""
+    return int(topk_bf16(x, 1)[0][0])
+
+
+def _is_finite_bf16(x):
+    return (np.asarray(x, np.uint16) & 0x7F80) != 0x7F80
+
+
+def softmax_bf16(x):
+    x = np.asarray(x, np.uint16)
+    m = max_bf16(x)
+    if not _is_finite_bf16(m):
+        return np.full(len(x), BF16_NAN, np.uint16)
+    diff = f32_add(bf16_in(x), bf16_in(np.uint16(m ^ 0x8000)))
+    e = exp_f32(diff)
+    _, ee, ef = _fields(e)
+    sh = ee - (150 - SUM_FRAC)                          # e = (ef|1<<23) · 2**(ee - 150)
+    mant = np.where(ee == 0, 0, ef | (1 << 23))
+    fixed = np.where(sh >= 0, mant << np.clip(sh, 0, 40), mant >> np.clip(-sh, 0, 63))
+    total = int(fixed.sum())
+    r = recip_f32(normalize_trunc(total, -SUM_FRAC))
+    return f32_to_bf16(f32_mul(e, r))
+
+
+def rmsnorm_bf16(x, gamma, eps_bits):
+    """y = x · rsqrt(mean(x²) + eps) · gamma; ``eps_bits`` binary32."""
+    x = np.asarray(x, np.uint16)
+    xf = bf16_in(x)
+    if not np.all(_is_finite_bf16(x)):
+        return np.full(len(x), BF16_NAN, np.uint16)
+    _, e, frac = _fields(xf)
+    emax = int(e.max())
+    M = np.where(e == 0, 0, (frac >> 16) | (1 << 7))
+    sh = np.clip(2 * (emax - e), 0, 63)
+    fixed = ((M * M) << (SUM_FRAC - 16)) >> sh           # x² / 2**(2·(emax-126)), exact sum
+    total = int(fixed.sum())
+    s = normalize_trunc(total, 2 * (emax - 126) - SUM_FRAC)
+    ms = f32_mul(s, recip_f32(np.float32(len(x)).view(np.uint32)))
+    r = rsqrt_f32(f32_add(ms, np.uint32(eps_bits)))
+    return f32_to_bf16(f32_mul(f32_mul(xf, r), bf16_in(gamma)))
+
+
+def rope_bf16(x, cos, sin, split_half):
+    x = np.asarray(x, np.uint16)
+    half = len(x) // 2
+    if split_half:
+        a, b = x[:half], x[half:]
+    else:
+        a, b = x[0::2], x[1::2]
+    c, s = np.asarray(cos, np.uint16), np.asarray(sin, np.uint16)
+    ya = f32_to_bf16(f32_add(bf16_mul(a, c), bf16_mul(b, s) ^ np.uint32(0x80000000)))
+    yb = f32_to_bf16(f32_add(bf16_mul(a, s), bf16_mul(b, c)))
+    out = np.empty_like(x)
+    if split_half:
+        out[:half], out[half:] = ya, yb
+    else:
+        out[0::2], out[1::2] = ya, yb
+    return out
+
+
+def quantize_bf16(x):
+    """(int8 values, binary32 scale bits) of the dynamic range scaler."""
+    x = np.asarray(x, np.uint16)
+    mag = np.where((x & 0x7F80) == 0, 0, x & 0x7FFF)
+    absmax = np.uint16(mag.max())
+    scale = f32_mul(bf16_in(absmax), np.uint32(RECIP_127))
+    v = f32_mul(bf16_in(x), recip_f32(scale)).view(np.float32)
+    with np.errstate(all="ignore"):
+        q = np.clip(np.rint(np.nan_to_num(v, nan=0.0, posinf=127, neginf=-127)), -127, 127)
+    return q.astype(np.int8), int(scale)
+
+
+def dequantize_int32(v, scale_bits):
+    f = np.asarray(v, np.int32).astype(np.float32).view(np.uint32)
+    return f32_to_bf16(f32_mul(f, np.uint32(scale_bits)))
+
+
+def bf16_ulp_distance(a, b):
+    """Number of bf16 steps between bit patterns ``a`` and ``b`` (±0 are 0 apart)."""
+    def ordinal(x):
+        x = np.asarray(x, np.int64)
+        return np.where(x & 0x8000, -(x & 0x7FFF), x)
+    return np.abs(ordinal(a) - ordinal(b))
+
+
+# ---------------------------------------------------------------------------------------
+# Commands on a memory image.
+
+@dataclass
+class VaCommand:
+    """One VA command: the register values at START (see docs/va/regmap.md).
+
+    Addresses are physical byte addresses (48 bits). ``esize`` is log2 of the element
+    size for the gather/scatter family (0, 1, 2). ``scalar``: bf16 in bits 15:0 for
+    SCALE, binary32 ε for RMSNORM, binary32 scale for DEQUANTIZE.
+    """
+    op: int
+    length: int
+    src: int = 0
+    src2: int = 0
+    src3: int = 0
+    dst: int = 0
+    dst2: int = 0
+    stride: int = 0
+    esize: int = 1
+    scalar: int = 0
+    k: int = 1
+    limit: int = 0
+    rows: int = 0
+    row_stride: int = 0
+    split_half: bool = False
+
+
+def _load(mem, addr, n, dtype):
+    size = np.dtype(dtype).itemsize
+    return mem[addr:addr + n * size].view(dtype).copy()
+
+
+def _store(mem, addr, values):
+    raw = np.ascontiguousarray(values).view(np.uint8)
+    mem[addr:addr + raw.size] = raw
+
+
+_ESIZE_DTYPE = {0: np.uint8, 1: np.uint16, 2: np.uint32}
+
+
+def _shape_ok(cmd):
+    try:
+        op = VaOpcode(cmd.op)
+    except ValueError:
+        return False
+    if not 1 <= cmd.length <= MAX_LENGTH:
+        return False
+    if op in (VaOpcode.GATHER, VaOpcode.SCATTER, VaOpcode.GATHER_IDX, VaOpcode.SCATTER_IDX,
+              VaOpcode.GATHER_CSR) and cmd.esize not in _ESIZE_DTYPE:
+        return False
+    if op == VaOpcode.TOPK and not 1 <= cmd.k <= min(MAX_K, cmd.length):
+        return False
+    if op == VaOpcode.ROPE and cmd.length % 2:
+        return False
+    return True
+
+
+def _ranges(cmd):
+    """(address, bytes, alignment) of every operand range the command touches, in the
+    order MISALIGNED reports them; indexed ranges are checked per element later."""
+    op, n = VaOpcode(cmd.op), cmd.length
+    es = 1 << cmd.esize
+    strided = (cmd.src, (n - 1) * cmd.stride + es, es)
+    if op == VaOpcode.GATHER:
+        return [strided, (cmd.dst, n * es, es)]
+    if op == VaOpcode.SCATTER:
+        return [(cmd.src, n * es, es), (cmd.dst, (n - 1) * cmd.stride + es, es)]
+    if op in (VaOpcode.GATHER_IDX, VaOpcode.SCATTER_IDX):
+        data = (cmd.dst, n * es, es) if op == VaOpcode.GATHER_IDX else (cmd.src, n * es, es)
+        return [(cmd.src2, 4 * n, 4), data]
+    if op == VaOpcode.GATHER_CSR:
+        return [(cmd.src2, 4 * (cmd.rows + 1), 4), (cmd.src3, 4 * n, 4), (cmd.dst, n * es, es)]
+    if op == VaOpcode.QUANTIZE:
+        return [(cmd.src, 2 * n, 2), (cmd.dst, n, 1), (cmd.dst2, 4, 4)]
+    if op == VaOpcode.DEQUANTIZE:
+        return [(cmd.src, 4 * n, 4), (cmd.dst, 2 * n, 2)]
+    if op in (VaOpcode.ADD, VaOpcode.MUL, VaOpcode.RMSNORM):
+        return [(cmd.src, 2 * n, 2), (cmd.src2, 2 * n, 2), (cmd.dst, 2 * n, 2)]
+    if op == VaOpcode.ROPE:
+        return [(cmd.src, 2 * n, 2), (cmd.src2, n, 2), (cmd.src3, n, 2), (cmd.dst, 2 * n, 2)]
+    if op == VaOpcode.SUM:
+        return [(cmd.src, 2 * n, 2), (cmd.dst, 4, 4)]
+    if op == VaOpcode.MAX:
+        return [(cmd.src, 2 * n, 2), (cmd.dst, 2, 2)]
+    if op == VaOpcode.TOPK:
+        return [(cmd.src, 2 * n, 2), (cmd.dst, 2 * cmd.k, 2), (cmd.dst2, 4 * cmd.k, 4)]
+    return [(cmd.src, 2 * n, 2), (cmd.dst, 2 * n, 2)]      # SCALE, SILU, EXP, SOFTMAX
+
+
+def _index_ranges(cmd, mem):
+    """Per-element source/destination addresses of the indexed forms, or an error."""
+    n, es = cmd.length, 1 << cmd.esize
+    op = VaOpcode(cmd.op)
+    if op == VaOpcode.GATHER_CSR:
+        rp = _load(mem, cmd.src2, cmd.rows + 1, np.int32).astype(np.int64)
+        col = _load(mem, cmd.src3, n, np.int32).astype(np.int64)
+        if np.any(np.diff(rp) < 0) or rp[0] != 0 or rp[-1] != n:
+            return None, (ErrorCode.BAD_COMMAND, cmd.src2)
+        bad = np.nonzero((col < 0) | (col >= cmd.limit))[0]
+        if len(bad):
+            return None, (ErrorCode.BAD_COMMAND, cmd.src3 + 4 * int(bad[0]))
+        row = np.repeat(np.arange(cmd.rows), np.diff(rp))
+        return cmd.src + row * cmd.row_stride + col * cmd.stride, None
+    idx = _load(mem, cmd.src2, n, np.int32).astype(np.int64)
+    bad = np.nonzero((idx < -1) | (idx >= cmd.limit))[0]
+    if len(bad):
+        return None, (ErrorCode.BAD_COMMAND, cmd.src2 + 4 * int(bad[0]))
+    base = cmd.src if op == VaOpcode.GATHER_IDX else cmd.dst
+    addr = np.where(idx < 0, -1, base + idx * cmd.stride)
+    if np.any(addr + es > ADDRESS_LIMIT):
+        return None, (ErrorCode.BAD_COMMAND, cmd.src2 + 4 * int(np.argmax(addr + es > ADDRESS_LIMIT)))
+    return addr, None
+
+
+def execute(cmd, mem, lanes=32):
+    """Run ``cmd`` on ``mem`` (a flat ``uint8`` array, physical address = index).
+
+    Returns ``(ErrorCode, err_addr)``. On an error ``mem`` is unchanged. Checks, in order:
+    BAD_COMMAND (opcode, length, k, element size, odd RoPE length; a range or an indexed
+    address reaching 2**48; an index below -1 or at/above ``limit``, a CSR row pointer
+    sequence not rising from 0 to ``length``), MISALIGNED (an address or stride not a
+    multiple of its element size; ERR_ADDR = that register's value).
+    """
+    if not _shape_ok(cmd):
+        return ErrorCode.BAD_COMMAND, 0
+    ranges = _ranges(cmd)
+    for addr, nbytes, _ in ranges:
+        if addr < 0 or addr + nbytes > ADDRESS_LIMIT:
+            return ErrorCode.BAD_COMMAND, addr & 0xFFFFFFFF
+    op = VaOpcode(cmd.op)
+    for addr, _, align in ranges:
+        if addr % align:
+            return ErrorCode.MISALIGNED, addr & 0xFFFFFFFF
+    es = 1 << cmd.esize
+    if op in (VaOpcode.GATHER, VaOpcode.SCATTER, VaOpcode.GATHER_IDX, VaOpcode.SCATTER_IDX,
+              VaOpcode.GATHER_CSR) and cmd.stride % es:
+        return ErrorCode.MISALIGNED, cmd.stride
+    if op in (VaOpcode.GATHER_IDX, VaOpcode.SCATTER_IDX, VaOpcode.GATHER_CSR):
+        addrs, err = _index_ranges(cmd, mem)
+        if err:
+            return err[0], err[1] & 0xFFFFFFFF
+    _run(cmd, mem, lanes, addrs if op in (VaOpcode.GATHER_IDX, VaOpcode.SCATTER_IDX,
+                                          VaOpcode.GATHER_CSR) else None)
+    return ErrorCode.NONE, 0
+
+
+def _run(cmd, mem, lanes, addrs):
+    op, n = VaOpcode(cmd.op), cmd.length
+    es = 1 << cmd.esize
+    dt = _ESIZE_DTYPE.get(cmd.esize, np.uint16)
+    bf = lambda addr, count=n: _load(mem, addr, count, np.uint16)
+    if op == VaOpcode.GATHER:
+        vals = [_load(mem, cmd.src + i * cmd.stride, 1, dt)[0] for i in range(n)]
+        _store(mem, cmd.dst, np.array(vals, dt))
+    elif op == VaOpcode.SCATTER:
+        vals = _load(mem, cmd.src, n, dt)
+        for i in range(n):
+            _store(mem, cmd.dst + i * cmd.stride, vals[i:i + 1])
+    elif op in (VaOpcode.GATHER_IDX, VaOpcode.GATHER_CSR):
+        for i, a in enumerate(addrs):
+            if a >= 0:
+                _store(mem, cmd.dst + i * es, _load(mem, int(a), 1, dt))
+    elif op == VaOpcode.SCATTER_IDX:
+        vals = _load(mem, cmd.src, n, dt)
+        for i, a in enumerate(addrs):
+            if a >= 0:
+                _store(mem, int(a), vals[i:i + 1])
+    elif op == VaOpcode.QUANTIZE:
+        q, scale = quantize_bf16(bf(cmd.src))
+        _store(mem, cmd.dst, q)
+        _store(mem, cmd.dst2, np.array([scale], np.uint32))
+    elif op == VaOpcode.DEQUANTIZE:
+        _store(mem, cmd.dst, dequantize_int32(_load(mem, cmd.src, n, np.int32), cmd.scalar))
+    elif op == VaOpcode.ADD:
+        _store(mem, cmd.dst, add_bf16(bf(cmd.src), bf(cmd.src2)))
+    elif op == VaOpcode.MUL:
+        _store(mem, cmd.dst, mul_bf16(bf(cmd.src), bf(cmd.src2)))
+    elif op == VaOpcode.SCALE:
+        _store(mem, cmd.dst, scale_bf16(bf(cmd.src), cmd.scalar & 0xFFFF))
+    elif op == VaOpcode.SILU:
+        _store(mem, cmd.dst, silu_bf16(bf(cmd.src)))
+    elif op == VaOpcode.EXP:
+        _store(mem, cmd.dst, exp_bf16(bf(cmd.src)))
+    elif op == VaOpcode.RMSNORM:
+        _store(mem, cmd.dst, rmsnorm_bf16(bf(cmd.src), bf(cmd.src2), cmd.scalar))
+    elif op == VaOpcode.ROPE:
+        _store(mem, cmd.dst, rope_bf16(bf(cmd.src), bf(cmd.src2, n // 2), bf(cmd.src3, n // 2),
+                                       cmd.split_half))
+    elif op == VaOpcode.SOFTMAX:
+        _store(mem, cmd.dst, softmax_bf16(bf(cmd.src)))
+    elif op == VaOpcode.SUM:
+        _store(mem, cmd.dst, np.array([sum_bf16(bf(cmd.src), lanes)], np.uint32))
+    elif op == VaOpcode.MAX:
+        _store(mem, cmd.dst, np.array([max_bf16(bf(cmd.src))], np.uint16))
+    elif op == VaOpcode.TOPK:
+        values, index = topk_bf16(bf(cmd.src), cmd.k)
+        _store(mem, cmd.dst, values)
+        _store(mem, cmd.dst2, index)

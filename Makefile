@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: all setup demo test test-fast verilog regmap waves clean help
+.PHONY: all setup demo test test-fast test-golden verilog regmap waves clean help
 
 all: help
 
@@ -14,6 +14,7 @@ help:
 	@echo "make demo       generate the MA, run a 128x128x128 int8 and a bf16 tile under Verilator"
 	@echo "make test       the whole regression: golden, Amaranth simulator, cocotb on Icarus and Verilator"
 	@echo "make test-fast  golden and Amaranth-simulator tests only (seconds)"
+	@echo "make test-golden the golden attention + MoE datapath tests only (seconds)"
 	@echo "make verilog    write build/v4hw_ma.v (default parameters)"
 	@echo "make regmap     regenerate the committed register-map files"
 	@echo "make clean      remove build output (keeps the virtual environment)"
@@ -50,6 +51,9 @@ test: setup
 
 test-fast: setup
 	$(BIN)/python -m pytest -m "not cocotb"
+
+test-golden: $(STAMP)
+	$(BIN)/python -m pytest -q tests/test_golden_attn*.py
 
 verilog: setup
 	$(BIN)/v4hw verilog ma -o build/v4hw_ma.v

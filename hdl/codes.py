@@ -6,7 +6,7 @@ Amaranth. The RTL wraps these values in ``amaranth.lib.enum`` shapes where it ne
 
 from enum import IntEnum
 
-__all__ = ["ErrorCode", "MaMode", "BlockId", "VaOpcode"]
+__all__ = ["ErrorCode", "MaMode", "BlockId", "VaOpcode", "McOp", "TrafficClass"]
 
 
 class ErrorCode(IntEnum):
@@ -54,3 +54,17 @@ class VaOpcode(IntEnum):
     SUM = 16           # binary32 sum
     MAX = 17           # bf16 max
     TOPK = 18          # k <= 8 largest: values and indices
+
+
+class McOp(IntEnum):
+    """Operation of a memory-controller client request."""
+    READ = 0
+    WRITE = 1
+
+
+class TrafficClass(IntEnum):
+    """Traffic class of a memory request or a Muon packet: the design notes' priority
+    mapping (decode 7 > prefill 5 > cache-migrate 3); a larger value wins arbitration."""
+    CACHE_MIGRATE = 3
+    PREFILL = 5
+    DECODE = 7

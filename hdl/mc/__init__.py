@@ -1,0 +1,1 @@
+"""The memory controller (MC): client channels, arbitration, AXI path, prefetch."""

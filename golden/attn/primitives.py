@@ -15,13 +15,27 @@ import math
 import numpy as np
 
 __all__ = [
-    "rms_norm", "softmax", "softplus", "silu",
-    "rope_inv_freq", "rope_angles", "apply_rope",
-    "compress_groups", "complete_groups",
-    "causal_mask", "sliding_window_mask", "distance_range_mask", "chunk_mask",
-    "compressed_causal_mask", "compressed_visible_count",
-    "topk_indices", "mask_to_indices", "indices_to_mask",
-    "indexer_scores", "attention", "attention_gathered",
+    "rms_norm",
+    "softmax",
+    "softplus",
+    "silu",
+    "rope_inv_freq",
+    "rope_angles",
+    "apply_rope",
+    "compress_groups",
+    "complete_groups",
+    "causal_mask",
+    "sliding_window_mask",
+    "distance_range_mask",
+    "chunk_mask",
+    "compressed_causal_mask",
+    "compressed_visible_count",
+    "topk_indices",
+    "mask_to_indices",
+    "indices_to_mask",
+    "indexer_scores",
+    "attention",
+    "attention_gathered",
 ]
 
 F64 = np.float64
@@ -59,6 +73,7 @@ def silu(x):
 
 
 # --- RoPE -------------------------------------------------------------------------------
+
 
 def rope_inv_freq(rope_dim, theta, yarn=None):
     """Inverse frequencies ``theta^(-2i/rope_dim)``, ``i < rope_dim/2``; with YaRN when asked.
@@ -137,6 +152,7 @@ def apply_rope(x, angles, *, pairs="interleaved", where="trailing", scale=1.0):
 
 # --- token-group compression ------------------------------------------------------------
 
+
 def complete_groups(n_tokens, rate):
     """How many complete groups of ``rate`` tokens ``n_tokens`` tokens make."""
     return n_tokens // rate
@@ -185,6 +201,7 @@ def compress_groups(kv, rate, gate=None, bias=None, overlap=False, prev=None):
 
 
 # --- key sets ---------------------------------------------------------------------------
+
 
 def causal_mask(q_pos, k_pos):
     """``(S, T)``: key position ≤ query position."""
@@ -261,6 +278,7 @@ def indices_to_mask(idx, n_keys):
 
 # --- scores and attention ---------------------------------------------------------------
 
+
 def indexer_scores(q, keys, weights, scale):
     """Lightning-indexer score ``I[s, t] = Σ_h weights[s, h] · scale · ReLU(q[s, h] · keys[t])``.
 
@@ -271,19 +289,41 @@ def indexer_scores(q, keys, weights, scale):
 
 
 def _logits(q, k):
-    """``(H, S, T)`` = q·k for ``k`` ``(T, D)`` (one shared head) or ``(T, H, D)``."""
+    """``(H, S, T)`` = q·k for ``k`` ``(T, D)`` (one shared head) or ``(T, Hk, D)``.
+
+    Grouped heads (``H`` a multiple of ``Hk``) are computed per key head, never by copying
+    the keys ``H / Hk`` times (a long cache would not fit twice).
+    """
+    s, h, d = q.shape
     if k.ndim == 2:
-        s, h, d = q.shape
         return (q.reshape(s * h, d) @ k.T).reshape(s, h, -1).transpose(1, 0, 2)
-    return np.einsum("shd,thd->hst", q, k)
+    hk = k.shape[1]
+    if h % hk:
+        raise ValueError(f"{h} query heads cannot share {hk} key heads evenly")
+    g = h // hk
+    qg = q.reshape(s, hk, g, d)
+    out = np.empty((hk, g, s, k.shape[0]))
+    for j in range(hk):
+        out[j] = (qg[:, j].transpose(1, 0, 2).reshape(g * s, d) @ k[:, j].T).reshape(g, s, -1)
+    return out.reshape(h, s, -1)
+
+
+def _values(p, v):
+    """``(S, H, Dv)`` = Σ_t p[h, s, t] · v[t] for ``v`` ``(T, Dv)`` or ``(T, Hk, Dv)``."""
+    h, s, _ = p.shape
+    if v.ndim == 2:
+        return (p.reshape(h * s, -1) @ v).reshape(h, s, -1).transpose(1, 0, 2)
+    hk = v.shape[1]
+    g = h // hk
+    pg = p.reshape(hk, g * s, -1)
+    out = np.stack([pg[j] @ v[:, j] for j in range(hk)])  # (Hk, G·S, Dv)
+    return out.reshape(hk, g, s, -1).transpose(2, 0, 1, 3).reshape(s, h, -1)
 
 
 def _heads(k, n_heads):
     k = _f64(k)
-    if k.ndim == 3 and k.shape[1] != n_heads:
-        if n_heads % k.shape[1]:
-            raise ValueError(f"{n_heads} query heads cannot share {k.shape[1]} key heads evenly")
-        k = np.repeat(k, n_heads // k.shape[1], axis=1)
+    if k.ndim == 3 and n_heads % k.shape[1]:
+        raise ValueError(f"{n_heads} query heads cannot share {k.shape[1]} key heads evenly")
     return k
 
 
@@ -295,22 +335,23 @@ def _with_sink(logits, sink):
     return softmax(np.concatenate([logits, sinks], axis=-1), axis=-1)[..., :-1]
 
 
-def attention(q, k, v, mask, scale, sink=None):
+def attention(q, k, v, mask, scale, sink=None, key_bias=None):
     """Masked softmax attention with an optional per-head sink logit.
 
     ``q`` ``(S, H, D)``; ``k``/``v`` ``(T, D)`` (one head shared by all query heads, as
     in multi-query attention) or ``(T, Hk, D)`` with ``H`` a multiple of ``Hk``; ``mask``
     ``(S, T)`` boolean; ``sink`` ``(H,)`` or None: an extra logit per head that takes
-    probability mass but contributes no value. A query that sees no key returns 0.
-    Returns ``(S, H, Dv)``.
+    probability mass but contributes no value; ``key_bias`` ``(T,)`` or None: added to
+    every query's logit of that key (a summary key standing for ``n`` tokens carries
+    ``log n``). A query that sees no key returns 0. Returns ``(S, H, Dv)``.
     """
     q = _f64(q)
     kh, vh = _heads(k, q.shape[1]), _heads(v, q.shape[1])
-    logits = np.where(np.asarray(mask, bool)[None], _logits(q, kh) * scale, -np.inf)
-    p = _with_sink(logits, sink)
-    if vh.ndim == 2:
-        return np.einsum("hst,td->shd", p, vh)
-    return np.einsum("hst,thd->shd", p, vh)
+    logits = _logits(q, kh) * scale
+    if key_bias is not None:
+        logits = logits + _f64(key_bias)
+    logits = np.where(np.asarray(mask, bool)[None], logits, -np.inf)
+    return _values(_with_sink(logits, sink), vh)
 
 
 def attention_gathered(q, k, v, idx, scale, sink=None):
@@ -322,8 +363,11 @@ def attention_gathered(q, k, v, idx, scale, sink=None):
     idx = _i(idx)
     valid = idx >= 0
     safe = np.where(valid, idx, 0)
-    kh, vh = _heads(k, q.shape[1]), _heads(v, q.shape[1])
-    kg, vg = kh[safe], vh[safe]                       # (S, n, D) or (S, n, H, D)
+    h = q.shape[1]
+    kh, vh = _heads(k, h), _heads(v, h)
+    kg, vg = kh[safe], vh[safe]  # (S, n, D) or (S, n, Hk, D)
+    if kg.ndim == 4:  # grouped heads: each gathered key head serves H / Hk query heads
+        kg, vg = np.repeat(kg, h // kg.shape[2], axis=2), np.repeat(vg, h // vg.shape[2], axis=2)
     if kg.ndim == 3:
         logits = np.einsum("shd,snd->hsn", q, kg)
     else:

@@ -284,8 +284,10 @@ def indexer_scores(q, keys, weights, scale):
 
     ``q`` ``(S, Hi, Di)``, ``keys`` ``(T, Di)``, ``weights`` ``(S, Hi)``. Returns ``(S, T)``.
     """
-    dots = np.einsum("shd,td->sht", _f64(q), _f64(keys))
-    return np.einsum("sht,sh->st", np.maximum(dots, 0.0) * scale, _f64(weights))
+    q = _f64(q)
+    s, h, d = q.shape
+    dots = (q.reshape(s * h, d) @ _f64(keys).T).reshape(s, h, -1)
+    return (_f64(weights)[:, None, :] @ (np.maximum(dots, 0.0) * scale))[:, 0, :]
 
 
 def _logits(q, k):

@@ -21,16 +21,17 @@ Requests (all lengths and addresses in bytes):
 Writes from different channels that overlap in time may land in either order, so after
 both complete a byte may have two legal values; the model keeps both.
 
-:func:`arbiter_wait_bound` is the starvation bound the RTL's arbiter promises; its
-derivation is in the function's docstring.
+:func:`arbiter_grant_bound` and :func:`arbiter_wait_bound` are the starvation bounds
+the RTL's arbiter promises, in grants and in cycles; their derivations are in their
+docstrings.
 """
 
 from dataclasses import dataclass, field
 
-from hdl.codes import ErrorCode, McOp, TrafficClass
+from hdl.codes import ErrorCode, McOp
 
 __all__ = ["ADDR_LIMIT", "LINE_BYTES", "check_request", "word_span", "lines_of",
-           "ByteMemoryModel", "ReadToken", "arbiter_wait_bound"]
+           "ByteMemoryModel", "ReadToken", "arbiter_grant_bound", "arbiter_wait_bound"]
 
 ADDR_LIMIT = 1 << 48      # physical byte addresses are 48 bits
 LINE_BYTES = 64           # one prefetch-buffer line
@@ -119,14 +120,12 @@ class ByteMemoryModel:
         return write
 
     def write_end(self, write, ok=True):
-        """The write's response arrived; ``ok`` False: the memory refused it and wrote
-        nothing."""
+        """The write's response arrived. ``ok`` False: the memory refused at least one of
+        its bursts, so each byte may hold the old or the new value."""
         self._writes.remove(write)
-        if not ok:
-            return
         for offset, value in enumerate(write.data):
             addr = write.addr + offset
-            legal = {value}
+            legal = {value} if ok else {value, *self.legal(addr)}
             # A write to the same byte that was in flight with this one may land after
             # it, whether it has completed already or not.
             for other in write.overlapped:
@@ -158,26 +157,27 @@ class ByteMemoryModel:
         return bad
 
 
-def arbiter_wait_bound(channels, max_burst_beats):
-    """Cycles a channel with a request ready at the head of its queue may wait at most
-    for a grant of the memory-request arbiter, whatever the other channels do.
+def arbiter_grant_bound(channels, age_limit):
+    """Grants to other channels that a channel holding its request can see before its
+    own: ``age_limit`` grants make it urgent; urgent channels go first, round-robin, and
+    at most ``channels - 2`` others can be urgent then (the one just granted is not)."""
+    if channels < 1 or age_limit < 1:
+        raise ValueError("channels and age_limit must be at least 1")
+    return 0 if channels == 1 else age_limit + channels - 2
 
-    The arbiter grants one burst address a cycle at most; a grant of a burst of ``b``
-    beats occupies the data path for ``b`` cycles (writes: the W beats; reads: the
-    response credits are held back for the same beats), and the arbiter does not grant
-    again before the previous burst's beats are through. Classes are strict priority,
-    with one exception that makes the bound finite: a channel that has waited while a
-    grant went to another channel ``channels - 1`` times becomes *urgent*, and urgent
-    channels are served before any class, round-robin among themselves. So between two
-    grants to a waiting channel at most ``channels - 1`` others are granted before it is
-    urgent, and then at most ``channels - 1`` other urgent ones before it:
-    ``2·(channels - 1)`` bursts of at most ``max_burst_beats`` beats plus one arbitration
-    cycle each.
+
+def arbiter_wait_bound(channels, age_limit, max_burst, latency, outstanding=16,
+                       pipeline=8):
+    """Cycles from a read request's sending to its first response word, at most, for a
+    channel whose client takes its answers at once, when the memory answers every read
+    ``latency`` cycles after its address and one word a cycle.
+
+    The memory's read bus is the shared resource: each burst holds it for at most
+    ``max_burst`` cycles. A grant waits for a free slot among the ``outstanding`` bursts
+    in flight (one frees every ``max_burst`` cycles at worst), the request sees at most
+    :func:`arbiter_grant_bound` other grants before its own, and its words then follow
+    at most ``outstanding - 1`` bursts already in flight. ``pipeline`` covers the fixed
+    stages (request buffer, burst split, address register, response path).
     """
-    if channels < 1 or max_burst_beats < 1:
-        raise ValueError("channels and max_burst_beats must be at least 1")
-    return 2 * (channels - 1) * (max_burst_beats + 1) + 1
-
-
-# Traffic classes in decreasing priority, as the arbiter orders them.
-CLASS_ORDER = tuple(sorted(TrafficClass, reverse=True))
+    grants = arbiter_grant_bound(channels, age_limit) + 1
+    return pipeline + (grants + outstanding - 1) * max_burst + latency

@@ -25,9 +25,18 @@ def _ma_top(params):
     return MaTop(p=params["P"], data_width=params["DATA_WIDTH"])
 
 
+def _mc_top(params):
+    from hdl.mc.core import check_parameters
+    from hdl.top.mc import McTop
+    check_parameters(params["CHANNELS"], params["DATA_WIDTH"], params["AGE_LIMIT"])
+    return McTop(channels=params["CHANNELS"], data_width=params["DATA_WIDTH"],
+                 age_limit=params["AGE_LIMIT"])
+
+
 # block name → (Verilog module name, accepted parameters with defaults, top factory)
 BLOCKS = {
     "ma": ("v4hw_ma", {"P": 8, "DATA_WIDTH": 128}, _ma_top),
+    "mc": ("v4hw_mc", {"CHANNELS": 4, "DATA_WIDTH": 128, "AGE_LIMIT": 8}, _mc_top),
 }
 
 

@@ -121,7 +121,8 @@ class ClientChannelSignature(wiring.Signature):
        the final one. A write is answered by one item (``data`` 0, ``last`` 1) once the
        memory has acknowledged all of it.
     4. A request of length 0, or whose range wraps past 2**48, is refused: one item with
-       ``error`` BAD_COMMAND and ``last``; a refused write's words (as rule 1 counts
+       ``error`` BAD_COMMAND, ``last``, and the request's address in ``data``; a refused
+       write's words (as rule 1 counts
        them; none for length 0) are still taken and dropped. Nothing is written.
     5. A memory error answers the read words it hit with ``error`` AXI_READ_ERROR, or the
        write's item with AXI_WRITE_ERROR; other channels are not affected.

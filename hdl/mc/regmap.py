@@ -1,0 +1,286 @@
+"""Register map of the Memory controller (mc).
+
+Generated from hdl/mc/mc.rdl by `v4hw regmap --update`; do not edit.
+
+REGISTERS lists the registers in offset order, each a dict with the keys
+  name         upper case; registers of an RDL array end in _<index> (TAT_LOGIC_0)
+  offset       byte offset on s_axi_control
+  access       the fields' access codes, '/'-joined when they differ
+  read_strobe  the register block strobes the core when software reads it
+  description  text
+  fields       tuple of dicts: name, lsb, width, access, reset, description
+Field access codes: RW storage the core reads; RO driven by the core; RC driven
+by the core, cleared by the core on the read strobe; W1C set by the core,
+cleared by writing 1; WO a one-cycle pulse per written 1, reads as 0.
+reset is None where the core drives the value.
+"""
+
+BLOCK = "mc"
+SOURCE = "hdl/mc/mc.rdl"
+ADDR_WIDTH = 16
+DATA_WIDTH = 32
+
+REGISTERS = (
+    {
+        "name": "ID",
+        "offset": 0x0000,
+        "access": "RO",
+        "read_strobe": False,
+        "description": "Which block answers and its version; constant for a given build.",
+        "fields": (
+            {"name": "VERSION", "lsb": 0, "width": 16, "access": "RO", "reset": None,
+             "description": "Version of the block's register interface."},
+            {"name": "BLOCK", "lsb": 16, "width": 16, "access": "RO", "reset": None,
+             "description": ("Block identifier, a value of hdl.codes.BlockId (0x4D41 for the "
+                             "MA).")},
+        ),
+    },
+    {
+        "name": "CAPS",
+        "offset": 0x0004,
+        "access": "RO",
+        "read_strobe": False,
+        "description": ("Build parameters of the block; the block's documentation gives the "
+                        "layout."),
+        "fields": (
+            {"name": "VALUE", "lsb": 0, "width": 32, "access": "RO", "reset": None,
+             "description": "Block-specific parameter word."},
+        ),
+    },
+    {
+        "name": "STATUS",
+        "offset": 0x0008,
+        "access": "RO",
+        "read_strobe": False,
+        "description": ("Command state. An accepted START clears DONE, ERROR and "
+                        "START_DROPPED and sets BUSY before the START write's response is "
+                        "returned."),
+        "fields": (
+            {"name": "BUSY", "lsb": 0, "width": 1, "access": "RO", "reset": None,
+             "description": "A command is running."},
+            {"name": "DONE", "lsb": 1, "width": 1, "access": "RO", "reset": None,
+             "description": "The last command completed successfully."},
+            {"name": "ERROR", "lsb": 2, "width": 1, "access": "RO", "reset": None,
+             "description": "The last command stopped with an error; ERROR holds the code."},
+            {"name": "START_DROPPED", "lsb": 3, "width": 1, "access": "RO", "reset": None,
+             "description": ("A START arrived while BUSY and was ignored; cleared by the "
+                             "next accepted START.")},
+        ),
+    },
+    {
+        "name": "ERROR",
+        "offset": 0x000C,
+        "access": "RO",
+        "read_strobe": False,
+        "description": ("Code of the error that stopped the last command; cleared by the "
+                        "next accepted START."),
+        "fields": (
+            {"name": "CODE", "lsb": 0, "width": 8, "access": "RO", "reset": None,
+             "description": ("A value of hdl.codes.ErrorCode (0 NONE, 1 BAD_COMMAND, 2 "
+                             "MISALIGNED, 3 TAT_MISS, 4 BAD_TAT, 5 AXI_READ_ERROR, 6 "
+                             "AXI_WRITE_ERROR; blocks add codes from 16 up).")},
+        ),
+    },
+    {
+        "name": "ERR_ADDR",
+        "offset": 0x0010,
+        "access": "RO",
+        "read_strobe": False,
+        "description": ("Logical address of the first byte of the access that failed "
+                        "(TAT_MISS, AXI errors), or the offending address register's value "
+                        "(MISALIGNED)."),
+        "fields": (
+            {"name": "ADDR", "lsb": 0, "width": 32, "access": "RO", "reset": None,
+             "description": "Byte address."},
+        ),
+    },
+    {
+        "name": "IRQ_ENABLE",
+        "offset": 0x0014,
+        "access": "RW",
+        "read_strobe": False,
+        "description": "interrupt = OR of (IRQ_STATUS & IRQ_ENABLE).",
+        "fields": (
+            {"name": "DONE", "lsb": 0, "width": 1, "access": "RW", "reset": 0x0,
+             "description": "Raise the interrupt when a command completes."},
+            {"name": "ERROR", "lsb": 1, "width": 1, "access": "RW", "reset": 0x0,
+             "description": "Raise the interrupt when a command stops with an error."},
+        ),
+    },
+    {
+        "name": "IRQ_STATUS",
+        "offset": 0x0018,
+        "access": "W1C",
+        "read_strobe": False,
+        "description": ("Latched events, set by the core whatever IRQ_ENABLE says; writing 1 "
+                        "to a bit clears it. A set in the same cycle as a clear wins."),
+        "fields": (
+            {"name": "DONE", "lsb": 0, "width": 1, "access": "W1C", "reset": 0x0,
+             "description": "A command completed."},
+            {"name": "ERROR", "lsb": 1, "width": 1, "access": "W1C", "reset": 0x0,
+             "description": "A command stopped with an error."},
+        ),
+    },
+    {
+        "name": "WINDOW",
+        "offset": 0x0020,
+        "access": "RW",
+        "read_strobe": False,
+        "description": ("Address-triggered prefetch: a read at A prefetches the lines of [A, "
+                        "A + WINDOW). A power of two from 64 to 65536 bytes; 0 turns the "
+                        "prefetch off. Any other value also turns it off and sets "
+                        "ATP_STATUS.WINDOW_BAD (nothing is guessed)."),
+        "fields": (
+            {"name": "BYTES", "lsb": 0, "width": 32, "access": "RW", "reset": 0x1000,
+             "description": "Window in bytes."},
+        ),
+    },
+    {
+        "name": "CLEAR",
+        "offset": 0x0024,
+        "access": "WO",
+        "read_strobe": False,
+        "description": "Write 1 to a bit to clear what it names. Reads return 0.",
+        "fields": (
+            {"name": "ERROR", "lsb": 0, "width": 1, "access": "WO", "reset": 0x0,
+             "description": "Clear STATUS.ERROR, ERROR and ERR_ADDR."},
+            {"name": "COUNTERS", "lsb": 1, "width": 1, "access": "WO", "reset": 0x0,
+             "description": "Zero every event counter."},
+        ),
+    },
+    {
+        "name": "ATP_STATUS",
+        "offset": 0x0028,
+        "access": "RO",
+        "read_strobe": False,
+        "description": "State of the address-triggered prefetch.",
+        "fields": (
+            {"name": "WINDOW_BAD", "lsb": 0, "width": 1, "access": "RO", "reset": None,
+             "description": ("WINDOW holds a value that is neither 0 nor a power of two in "
+                             "64..65536: the prefetch is off.")},
+        ),
+    },
+    {
+        "name": "TIME_LO",
+        "offset": 0x0040,
+        "access": "RO",
+        "read_strobe": True,
+        "description": ("Low word of the 64-bit free-running cycle counter (0 after reset). "
+                        "Reading it latches the high word into TIME_HI, so TIME_LO then "
+                        "TIME_HI is a consistent 64-bit value."),
+        "fields": (
+            {"name": "VALUE", "lsb": 0, "width": 32, "access": "RO", "reset": None,
+             "description": "Timebase bits 31:0, in cycles."},
+        ),
+    },
+    {
+        "name": "TIME_HI",
+        "offset": 0x0044,
+        "access": "RO",
+        "read_strobe": False,
+        "description": "High word of the timebase as latched by the last TIME_LO read.",
+        "fields": (
+            {"name": "VALUE", "lsb": 0, "width": 32, "access": "RO", "reset": None,
+             "description": "Timebase bits 63:32, in cycles."},
+        ),
+    },
+    {
+        "name": "READS",
+        "offset": 0x0100,
+        "access": "RO",
+        "read_strobe": False,
+        "description": "Read requests taken from the client channels.",
+        "fields": (
+            {"name": "COUNT", "lsb": 0, "width": 32, "access": "RO", "reset": None,
+             "description": ("Number of events since reset or the last CLEAR.COUNTERS, "
+                             "wrapping at 2**32.")},
+        ),
+    },
+    {
+        "name": "WRITES",
+        "offset": 0x0104,
+        "access": "RO",
+        "read_strobe": False,
+        "description": "Write requests taken from the client channels.",
+        "fields": (
+            {"name": "COUNT", "lsb": 0, "width": 32, "access": "RO", "reset": None,
+             "description": ("Number of events since reset or the last CLEAR.COUNTERS, "
+                             "wrapping at 2**32.")},
+        ),
+    },
+    {
+        "name": "ERRORS",
+        "offset": 0x0108,
+        "access": "RO",
+        "read_strobe": False,
+        "description": "Requests answered with an error (refused, or a memory error).",
+        "fields": (
+            {"name": "COUNT", "lsb": 0, "width": 32, "access": "RO", "reset": None,
+             "description": ("Number of events since reset or the last CLEAR.COUNTERS, "
+                             "wrapping at 2**32.")},
+        ),
+    },
+    {
+        "name": "AXI_READS",
+        "offset": 0x010C,
+        "access": "RO",
+        "read_strobe": False,
+        "description": "Read bursts issued on m_axi_gmem, prefetches included.",
+        "fields": (
+            {"name": "COUNT", "lsb": 0, "width": 32, "access": "RO", "reset": None,
+             "description": ("Number of events since reset or the last CLEAR.COUNTERS, "
+                             "wrapping at 2**32.")},
+        ),
+    },
+    {
+        "name": "HITS",
+        "offset": 0x0110,
+        "access": "RO",
+        "read_strobe": False,
+        "description": ("Reads served entirely from the prefetch buffer, without a memory "
+                        "read."),
+        "fields": (
+            {"name": "COUNT", "lsb": 0, "width": 32, "access": "RO", "reset": None,
+             "description": ("Number of events since reset or the last CLEAR.COUNTERS, "
+                             "wrapping at 2**32.")},
+        ),
+    },
+    {
+        "name": "MISSES",
+        "offset": 0x0114,
+        "access": "RO",
+        "read_strobe": False,
+        "description": ("Reads served by memory reads (the prefetch buffer did not hold "
+                        "them)."),
+        "fields": (
+            {"name": "COUNT", "lsb": 0, "width": 32, "access": "RO", "reset": None,
+             "description": ("Number of events since reset or the last CLEAR.COUNTERS, "
+                             "wrapping at 2**32.")},
+        ),
+    },
+    {
+        "name": "PREFETCHES",
+        "offset": 0x0118,
+        "access": "RO",
+        "read_strobe": False,
+        "description": "Lines the prefetcher asked memory for.",
+        "fields": (
+            {"name": "COUNT", "lsb": 0, "width": 32, "access": "RO", "reset": None,
+             "description": ("Number of events since reset or the last CLEAR.COUNTERS, "
+                             "wrapping at 2**32.")},
+        ),
+    },
+    {
+        "name": "EVICTED_UNUSED",
+        "offset": 0x011C,
+        "access": "RO",
+        "read_strobe": False,
+        "description": ("Prefetched lines dropped (replaced, or invalidated by a write) "
+                        "before any read used them."),
+        "fields": (
+            {"name": "COUNT", "lsb": 0, "width": 32, "access": "RO", "reset": None,
+             "description": ("Number of events since reset or the last CLEAR.COUNTERS, "
+                             "wrapping at 2**32.")},
+        ),
+    },
+)

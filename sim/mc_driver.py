@@ -1,0 +1,309 @@
+"""Host-level cocotb driver of the ``v4hw_mc`` top: :class:`McBench`.
+
+A bench owns the clock and reset, an ``AxiLiteMaster`` with the register helper, the
+memory on ``m_axi_gmem`` (:class:`sim.ma_driver.GmemModel`: latency, error ranges, AXI
+rule checks, pause generators on all five channels) and one :class:`Client` per client
+channel. One coroutine runs every client, once a cycle at the falling edge of
+``ap_clk``: it reads what the MC drives (response items, credit pulses), checks it, and
+drives the next cycle's request, write word and credit pulse, so each link moves in the
+cycle it is driven for.
+
+Checks made every cycle (an ``AssertionError`` names the channel and the cycle):
+
+* the client's response buffer never overflows (the MC spent a credit it did not have);
+* a credit link never returns more credits than items sent (no credit created);
+* each response item belongs to the oldest unanswered request of its channel (order,
+  nothing lost or duplicated), with its id, ``last`` on the final item only, and the
+  error code the reference says; read bytes inside the request are legal values of
+  :class:`golden.mc.ByteMemoryModel`.
+
+:meth:`McBench.drain` waits until every request is answered and then checks that every
+credit is back (no credit lost) and that every byte of memory holds a legal value.
+"""
+
+import random
+from collections import deque
+from dataclasses import dataclass, field
+
+import cocotb
+from cocotb.clock import Clock
+from cocotb.triggers import FallingEdge, RisingEdge
+from cocotbext.axi import AxiBus, AxiLiteBus, AxiLiteMaster
+
+from golden.mc import ByteMemoryModel, check_request, word_span
+from hdl.codes import BlockId, ErrorCode, McOp
+from hdl.mc import regmap
+from hdl.mc.channel import RequestLayout, ResponseLayout, WriteWordLayout
+
+from .ma_driver import PERIOD_NS, GmemModel, Timing, random_pauses
+from .regs import Registers
+
+__all__ = ["McBench", "Client", "Request", "MC_GTKW_GROUPS"]
+
+MC_GTKW_GROUPS = [
+    ("clock, reset, interrupt", ["ap_clk", "ap_rst_n", "interrupt"]),
+    ("channel 0", ["ch0__*"]),
+    ("channel 1", ["ch1__*"]),
+    ("m_axi_gmem read", ["m_axi_gmem_ar*", "m_axi_gmem_r*"]),
+    ("m_axi_gmem write", ["m_axi_gmem_aw*", "m_axi_gmem_w*", "m_axi_gmem_b*"]),
+]
+
+
+@dataclass(eq=False)
+class Request:
+    """A client request and what became of it (cycles are bench cycles)."""
+    op: McOp
+    addr: int
+    length: int
+    cls: int
+    id: int
+    data: bytes = b""             # write: the bytes of the request's words (word-aligned)
+    sent: int = None              # cycle the request item was sent
+    first: int = None             # cycle of the first response item
+    done: int = None              # cycle of the last response item
+    items: list = field(default_factory=list)   # (data int, error) of each response item
+    token: object = None          # golden read token / write handle
+
+
+class Client:
+    """One client channel: a request queue, write words, a response buffer."""
+
+    def __init__(self, bench, index, rng):
+        self.bench, self.index, self.rng = bench, index, rng
+        self.dut_req = getattr(bench.dut, f"ch{index}__req__payload")
+        self.req_valid = getattr(bench.dut, f"ch{index}__req__valid")
+        self.req_credit = getattr(bench.dut, f"ch{index}__req__credit")
+        self.wd_payload = getattr(bench.dut, f"ch{index}__wdata__payload")
+        self.wd_valid = getattr(bench.dut, f"ch{index}__wdata__valid")
+        self.wd_credit = getattr(bench.dut, f"ch{index}__wdata__credit")
+        self.resp_payload = getattr(bench.dut, f"ch{index}__resp__payload")
+        self.resp_valid = getattr(bench.dut, f"ch{index}__resp__valid")
+        self.resp_credit = getattr(bench.dut, f"ch{index}__resp__credit")
+        self.req_credits, self.wd_credits = bench.req_depth, bench.wdata_depth
+        self.queue = deque()          # requests to send
+        self.words = deque()          # write words to send (ints)
+        self.waiting = deque()        # sent, not fully answered
+        self.buffer = deque()         # response items the client holds
+        self.answered = []
+        self.idle = 0.0               # probability of not sending in a cycle
+        self.stall = 0.0              # probability of not taking a response item
+        self.max_outstanding = None   # requests in flight at most (None: credits only)
+        self.next_id = rng.randrange(256)
+
+    def submit(self, op, addr, length, cls, data=None):
+        """Queue a request; ``data`` (write) defaults to random bytes."""
+        req = Request(McOp(op), addr, length, int(cls), self.next_id)
+        self.next_id = (self.next_id + 1) % 256
+        if req.op == McOp.WRITE:
+            _, count = word_span(addr, length, self.bench.lanes)
+            words = data if data is not None else self.rng.randbytes(count * self.bench.lanes)
+            req.data = bytes(words)
+        self.queue.append(req)
+        return req
+
+    def busy(self):
+        return bool(self.queue or self.words or self.waiting or self.buffer)
+
+
+class McBench:
+    """Clock, reset, memory and clients of one ``v4hw_mc`` DUT.
+
+    ``channels``, ``data_width``, depths: the DUT's parameters (checked against CAPS).
+    ``latency``: memory latency in cycles. ``rng``: from :func:`sim.seed.test_seed`.
+    """
+
+    def __init__(self, dut, *, channels=4, data_width=128, req_depth=4, wdata_depth=16,
+                 resp_depth=32, latency=20, rng=None):
+        self.dut, self.rng = dut, rng or random.Random(0)
+        self.channels, self.data_width, self.lanes = channels, data_width, data_width // 8
+        self.req_depth, self.wdata_depth, self.resp_depth = req_depth, wdata_depth, resp_depth
+        self.timing = Timing(PERIOD_NS)
+        self.axil = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axi_control"), dut.ap_clk,
+                                  dut.ap_rst_n, reset_active_level=False)
+        self.ram = GmemModel(AxiBus.from_prefix(dut, "m_axi_gmem"), dut.ap_clk, dut.ap_rst_n,
+                             self.timing, read_latency=latency, write_latency=latency)
+        self.regs = Registers(self.axil, regmap)
+        self.golden = ByteMemoryModel()
+        self.clients = [Client(self, i, random.Random(self.rng.getrandbits(32)))
+                        for i in range(channels)]
+        self.cycle = 0
+        self.req_layout = RequestLayout()
+        self.resp_layout = ResponseLayout(data_width)
+        self.word_layout = WriteWordLayout(data_width)
+        self.failures = []
+
+    async def start(self):
+        """Clock, reset, the client loop; check ID."""
+        dut = self.dut
+        dut.ap_rst_n.value = 0
+        for client in self.clients:
+            client.req_valid.value = 0
+            client.wd_valid.value = 0
+            client.resp_credit.value = 0
+        Clock(dut.ap_clk, PERIOD_NS, unit="ns").start()
+        await RisingEdge(dut.ap_clk)
+        self.timing.mark()
+        for _ in range(8):
+            await RisingEdge(dut.ap_clk)
+        await FallingEdge(dut.ap_clk)
+        dut.ap_rst_n.value = 1
+        cocotb.start_soon(self._run())
+        ident = await self.regs.read_fields("ID")
+        assert ident["BLOCK"] == BlockId.MC, f"ID.BLOCK is {ident['BLOCK']:#x}"
+
+    def preload(self, addr, data):
+        """Put ``data`` in memory before traffic (the golden model learns it too)."""
+        self.ram.mem.write(addr, bytes(data))
+        self.golden._initial.update({addr + i: b for i, b in enumerate(data)})
+
+    def back_pressure(self, probability):
+        """Random idle / not-ready cycles on every AXI channel and client link."""
+        for channel in self.ram.channels():
+            channel.set_pause_generator(random_pauses(random.Random(self.rng.getrandbits(32)),
+                                                      probability))
+        for client in self.clients:
+            client.idle = client.stall = probability
+
+    # -- the per-cycle loop
+    async def _run(self):
+        clock = self.dut.ap_clk
+        while True:
+            await FallingEdge(clock)
+            self.cycle += 1
+            for client in self.clients:
+                try:
+                    self._step(client)
+                except AssertionError as error:
+                    self.failures.append(str(error))
+                    raise
+
+    def _fail(self, client, message):
+        raise AssertionError(f"channel {client.index}, cycle {self.cycle}: {message}")
+
+    def _step(self, c):
+        # What the MC drives this cycle.
+        if int(c.resp_valid.value):
+            if len(c.buffer) >= self.resp_depth:
+                self._fail(c, "response buffer overflow (the MC spent a credit it did not hold)")
+            c.buffer.append(self.resp_layout.from_bits(int(c.resp_payload.value)))
+        req_back, wd_back = int(c.req_credit.value), int(c.wd_credit.value)
+        # The client takes one buffered response item (or not) and returns its credit.
+        take = c.buffer and c.rng.random() >= c.stall
+        c.resp_credit.value = int(bool(take))
+        if take:
+            self._answer(c, c.buffer.popleft())
+        # Send a request and a write word when credits allow.
+        c.req_valid.value = 0
+        room = c.max_outstanding is None or len(c.waiting) < c.max_outstanding
+        if c.queue and c.req_credits and room and c.rng.random() >= c.idle:
+            req = c.queue.popleft()
+            c.req_valid.value = 1
+            c.dut_req.value = self.req_layout.const({
+                "op": req.op, "addr": req.addr, "length": req.length, "cls": req.cls,
+                "id": req.id}).as_bits()
+            c.req_credits -= 1
+            req.sent = self.cycle
+            if check_request(req.op, req.addr, req.length) == ErrorCode.NONE:
+                if req.op == McOp.READ:
+                    req.token = self.golden.read_begin(req.addr, req.length)
+                else:
+                    first, _ = word_span(req.addr, req.length, self.lanes)
+                    offset = req.addr - first
+                    req.token = self.golden.write_begin(
+                        req.addr, req.data[offset:offset + req.length])
+            if req.op == McOp.WRITE:
+                for k in range(0, len(req.data), self.lanes):
+                    c.words.append(int.from_bytes(req.data[k:k + self.lanes], "little"))
+            c.waiting.append(req)
+        c.wd_valid.value = 0
+        if c.words and c.wd_credits and c.rng.random() >= c.idle:
+            c.wd_valid.value = 1
+            c.wd_payload.value = self.word_layout.const({"data": c.words.popleft()}).as_bits()
+            c.wd_credits -= 1
+        c.req_credits += req_back
+        c.wd_credits += wd_back
+        if c.req_credits > self.req_depth or c.wd_credits > self.wdata_depth:
+            self._fail(c, "a credit came back that was never spent")
+
+    def _answer(self, c, item):
+        if not c.waiting:
+            self._fail(c, f"response item with no request outstanding: {item}")
+        req = c.waiting[0]
+        if int(item.id) != req.id:
+            self._fail(c, f"response id {int(item.id)}, expected {req.id} (order)")
+        if req.first is None:
+            req.first = self.cycle
+        req.items.append((int(item.data), int(item.error)))
+        code = check_request(req.op, req.addr, req.length)
+        expected = 1 if code != ErrorCode.NONE or req.op == McOp.WRITE else \
+            word_span(req.addr, req.length, self.lanes)[1]
+        final = len(req.items) == expected
+        if bool(int(item.last)) != final:
+            self._fail(c, f"last={int(item.last)} on item {len(req.items)} of {expected}")
+        if not final:
+            return
+        c.waiting.popleft()
+        req.done = self.cycle
+        c.answered.append(req)
+        self._check(c, req, code)
+
+    def _check(self, c, req, code):
+        lanes = self.lanes
+        if code != ErrorCode.NONE:
+            if req.items[0][1] != code:
+                self._fail(c, f"{req} answered {req.items[0][1]}, expected {code}")
+            return
+        if req.op == McOp.WRITE:
+            failed = self.ram.error_response(req.addr, req.length, write=True) is not None
+            want = ErrorCode.AXI_WRITE_ERROR if failed else ErrorCode.NONE
+            if req.items[0][1] != want:
+                self._fail(c, f"write {req.addr:#x}+{req.length} answered {req.items[0][1]}, "
+                              f"expected {want}")
+            self.golden.write_end(req.token, ok=not failed)
+            return
+        first, count = word_span(req.addr, req.length, lanes)
+        data = bytearray()
+        for k, (word, error) in enumerate(req.items):
+            addr = first + k * lanes
+            want = ErrorCode.NONE if self.ram.error_response(addr, lanes, write=False) is None \
+                else ErrorCode.AXI_READ_ERROR
+            if error != want:
+                self._fail(c, f"read word {addr:#x} error {error}, expected {want}")
+            data += word.to_bytes(lanes, "little")
+        offset = req.addr - first
+        bad = self.golden.read_check(req.token, bytes(data[offset:offset + req.length]))
+        bad = [b for b in bad if self.ram.error_response(b[0], 1, write=False) is None]
+        if bad:
+            self._fail(c, f"read {req.addr:#x}+{req.length}: {len(bad)} stale or wrong bytes, "
+                          f"first {bad[0][0]:#x} = {bad[0][1]:#x}, legal {bad[0][2]}")
+
+    async def drain(self, timeout_cycles=200_000):
+        """Wait until every client is idle; then check credits and memory."""
+        start = self.cycle
+        while any(c.busy() for c in self.clients):
+            if self.failures:
+                raise AssertionError(self.failures[0])
+            if self.cycle - start > timeout_cycles:
+                stuck = [(c.index, len(c.queue), len(c.waiting), len(c.words)) for c in self.clients]
+                raise AssertionError(f"no progress for {timeout_cycles} cycles "
+                                     f"(channel, queued, waiting, words): {stuck}")
+            await FallingEdge(self.dut.ap_clk)
+        for _ in range(4):
+            await FallingEdge(self.dut.ap_clk)
+        for c in self.clients:
+            assert c.req_credits == self.req_depth and c.wd_credits == self.wdata_depth, (
+                f"channel {c.index}: credits {c.req_credits}/{c.wd_credits} at rest, "
+                f"not {self.req_depth}/{self.wdata_depth}: a credit was lost")
+        assert not self.ram.violations, self.ram.violations[:5]
+        if self.failures:
+            raise AssertionError(self.failures[0])
+
+    def check_memory(self, addresses):
+        """Every byte in ``addresses`` holds a legal value (nothing outside a write's
+        bytes changed, no write lost)."""
+        bad = []
+        for addr in addresses:
+            value = self.ram.mem.read(addr, 1)[0]
+            if value not in self.golden.legal(addr):
+                bad.append((addr, value, sorted(self.golden.legal(addr))))
+        assert not bad, f"{len(bad)} bytes of memory hold illegal values, first {bad[0]}"

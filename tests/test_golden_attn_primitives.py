@@ -234,3 +234,23 @@ def test_swiglu_and_combine(rng):
             if idx[r, j] >= 0:
                 want[r] += w[r, j] * experts[idx[r, j]] @ x[r]
     np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_attention_parts_equals_concatenated(rng):
+    s, h, d = 3, 4, 5
+    q = rng.standard_normal((s, h, d))
+    k1, v1 = rng.standard_normal((7, 2, d)), rng.standard_normal((7, 2, d))
+    k2, v2 = rng.standard_normal((4, 2, d)), rng.standard_normal((4, 2, d))
+    b2 = rng.standard_normal(4)
+    m1 = rng.random((s, 7)) < 0.6
+    got = P.attention_parts(q, [(k1, v1, None, m1), (k2, v2, b2, None)], 0.4)
+    mask = np.concatenate([m1, np.ones((s, 4), bool)], axis=1)
+    bias = np.concatenate([np.zeros(7), b2])
+    want = P.attention(q, np.concatenate([k1, k2]), np.concatenate([v1, v2]), mask, 0.4, key_bias=bias)
+    np.testing.assert_allclose(got, want, atol=1e-13)
+    # a key with bias log 2 weighs as the same key given twice
+    twice = P.attention(
+        q, np.concatenate([k1, k1[:1]]), np.concatenate([v1, v1[:1]]), np.ones((s, 8), bool), 0.4
+    )
+    once = P.attention_parts(q, [(k1, v1, np.log([2.0] + [1.0] * 6), None)], 0.4)
+    np.testing.assert_allclose(once, twice, atol=1e-13)

@@ -378,3 +378,28 @@ def attention_gathered(q, k, v, idx, scale, sink=None):
     if vg.ndim == 3:
         return np.einsum("hsn,snd->shd", p, vg)
     return np.einsum("hsn,snhd->shd", p, vg)
+
+
+def attention_parts(q, parts, scale):
+    """One softmax over the keys of several sources, each used in place (no gathering).
+
+    ``parts``: a list of ``(k, v, key_bias, mask)`` with ``k``/``v`` as in
+    :func:`attention` (slices of a cache are fine), ``key_bias`` ``(T_i,)`` or None,
+    ``mask`` ``(S, T_i)`` or None (all visible). Equal to :func:`attention` on the
+    concatenated keys, values, biases and masks. Returns ``(S, H, Dv)``.
+    """
+    q = _f64(q)
+    logits = []
+    for k, _v, bias, mask in parts:
+        lg = _logits(q, _heads(k, q.shape[1])) * scale
+        if bias is not None:
+            lg = lg + _f64(bias)
+        if mask is not None:
+            lg = np.where(np.asarray(mask, bool)[None], lg, -np.inf)
+        logits.append(lg)
+    p = _with_sink(np.concatenate(logits, axis=-1), None)
+    out, start = 0.0, 0
+    for (_k, v, _b, _m), lg in zip(parts, logits, strict=True):
+        out = out + _values(p[..., start:start + lg.shape[-1]], _heads(v, q.shape[1]))
+        start += lg.shape[-1]
+    return out

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..attn.primitives import apply_rope, attention, rms_norm, rope_angles, rope_inv_freq
+from ..attn.primitives import apply_rope, attention_parts, rms_norm, rope_angles, rope_inv_freq
 from ..moe import moe_combine, route_two_stage, router_scores, swiglu
 
 __all__ = ["NotesConfig", "NotesLayer", "NotesModel", "NotesState", "tier_ranges", "random_weights"]
@@ -111,23 +111,33 @@ def tier_ranges(p, cfg):
 
 
 class _Cache:
-    """Keys and values of every token so far, ``(T, Hk, D)``, grown in amortised O(1)."""
+    """Keys and values of every token so far, grown in amortised O(1) per token.
 
-    def __init__(self, hk, d):
-        self.k = np.zeros((16, hk, d))
-        self.v = np.zeros((16, hk, d))
+    Stored head-major, ``(Hk, capacity, D)``, so that one key head's rows are contiguous
+    (a long context is read head by head); :meth:`kv` gives ``(T, Hk, D)`` views.
+    """
+
+    def __init__(self, hk, d, capacity=16):
+        self.k = np.zeros((hk, capacity, d))
+        self.v = np.zeros((hk, capacity, d))
         self.n = 0
 
     def append(self, k, v):
         need = self.n + k.shape[0]
-        if need > self.k.shape[0]:
-            size = max(need, 2 * self.k.shape[0])
+        if need > self.k.shape[1]:
+            size = max(need, 2 * self.k.shape[1])
             for name in ("k", "v"):
-                grown = np.zeros((size, *self.k.shape[1:]))
-                grown[: self.n] = getattr(self, name)[: self.n]
+                old = getattr(self, name)
+                grown = np.zeros((old.shape[0], size, old.shape[2]))
+                grown[:, : self.n] = old[:, : self.n]
                 setattr(self, name, grown)
-        self.k[self.n : need], self.v[self.n : need] = k, v
+        self.k[:, self.n : need] = np.transpose(k, (1, 0, 2))
+        self.v[:, self.n : need] = np.transpose(v, (1, 0, 2))
         self.n = need
+
+    def kv(self, lo, hi):
+        """Keys and values of tokens ``[lo, hi)`` as ``(T, Hk, D)`` views (no copy)."""
+        return self.k[:, lo:hi].transpose(1, 0, 2), self.v[:, lo:hi].transpose(1, 0, 2)
 
 
 @dataclass
@@ -174,8 +184,8 @@ class NotesLayer:
             ks = np.zeros((len(chunks), c.num_kv_heads, c.head_dim))
             vs = np.zeros_like(ks)
             for j, (lo, hi) in enumerate(chunks):
-                ks[j] = st.cache.k[lo:hi].mean(axis=0)
-                vs[j] = st.cache.v[lo:hi].mean(axis=0)
+                kc, vc = st.cache.kv(lo, hi)
+                ks[j], vs[j] = kc.mean(axis=0), vc.mean(axis=0)
             bias = np.log([hi - lo for lo, hi in chunks]) if chunks else np.zeros(0)
             st.anchor, st.summaries = r, (ks, vs, bias)
         return st.summaries
@@ -197,14 +207,21 @@ class NotesLayer:
             p_last = int(positions[rows[-1]])
             windows, _, csa = tier_ranges(p_last, c)
             sk, sv, sbias = self._summaries(st, p_last)
-            tok = np.concatenate([np.arange(lo, hi) for lo, hi in windows] + [np.arange(*csa[0])])
-            n_swa = tok.size - (csa[0][1] - csa[0][0])
-            keys = np.concatenate([st.cache.k[tok[:n_swa]], sk, st.cache.k[tok[n_swa:]]])
-            vals = np.concatenate([st.cache.v[tok[:n_swa]], sv, st.cache.v[tok[n_swa:]]])
-            bias = np.concatenate([np.zeros(n_swa), sbias, np.zeros(tok.size - n_swa)])
-            kpos = np.concatenate([tok[:n_swa], np.full(sk.shape[0], -1), tok[n_swa:]])
-            mask = kpos[None, :] <= positions[rows][:, None]  # causal inside the CSA range
-            out[rows] = attention(q[rows], keys, vals, mask, d**-0.5, key_bias=bias)
+            parts = []
+            if windows:
+                # The SWA windows cover [0, end) contiguously; a token in k windows is a key
+                # k times, which is the same as being a key once with logit + log k.
+                end = windows[0][1]
+                mult = np.zeros(end)
+                for lo, hi in windows:
+                    mult[lo:hi] += 1
+                parts.append((*st.cache.kv(0, end), np.log(mult), None))
+            if sk.shape[0]:
+                parts.append((sk, sv, sbias, None))
+            lo, hi = csa[0]
+            mask = np.arange(lo, hi)[None, :] <= positions[rows][:, None]  # causal inside the CSA range
+            parts.append((*st.cache.kv(lo, hi), None, mask))
+            out[rows] = attention_parts(q[rows], parts, d**-0.5)
         return out.reshape(s, h * d) @ self.p("attn.o_proj.weight").T
 
     def expert(self, e, rows):

@@ -78,7 +78,7 @@ __all__ = [
     "exp_bf16", "silu_bf16", "add_bf16", "mul_bf16", "scale_bf16",
     "sum_bf16", "max_bf16", "topk_bf16", "softmax_bf16", "rmsnorm_bf16", "rope_bf16",
     "quantize_bf16", "dequantize_int32", "bf16_ulp_distance",
-    "VaCommand", "execute",
+    "VaCommand", "MemoryWindow", "execute",
 ]
 
 LOG2E_Q = 1549082005        # round(log2(e) · 2**30)
@@ -452,10 +452,30 @@ class VaCommand:
     esize: int = 1
     scalar: int = 0
     k: int = 1
-    limit: int = 0
+    index_limit: int = 0
     rows: int = 0
     row_stride: int = 0
     split_half: bool = False
+
+
+class MemoryWindow:
+    """Bytes ``[origin, origin + len(data))`` of the physical space, for :func:`execute`
+    when the interesting memory sits at a high address: slices take physical addresses."""
+
+    def __init__(self, origin, data):
+        self.origin, self.data = origin, data
+
+    def _slice(self, key):
+        start, stop = key.start - self.origin, key.stop - self.origin
+        if start < 0 or stop > len(self.data):
+            raise IndexError(f"[{key.start:#x}, {key.stop:#x}) is outside the window")
+        return slice(start, stop)
+
+    def __getitem__(self, key):
+        return self.data[self._slice(key)]
+
+    def __setitem__(self, key, value):
+        self.data[self._slice(key)] = value
 
 
 def _load(mem, addr, n, dtype):
@@ -529,13 +549,13 @@ def _index_ranges(cmd, mem):
         col = _load(mem, cmd.src3, n, np.int32).astype(np.int64)
         if np.any(np.diff(rp) < 0) or rp[0] != 0 or rp[-1] != n:
             return None, (ErrorCode.BAD_COMMAND, cmd.src2)
-        bad = np.nonzero((col < 0) | (col >= cmd.limit))[0]
+        bad = np.nonzero((col < 0) | (col >= cmd.index_limit))[0]
         if len(bad):
             return None, (ErrorCode.BAD_COMMAND, cmd.src3 + 4 * int(bad[0]))
         row = np.repeat(np.arange(cmd.rows), np.diff(rp))
         return cmd.src + row * cmd.row_stride + col * cmd.stride, None
     idx = _load(mem, cmd.src2, n, np.int32).astype(np.int64)
-    bad = np.nonzero((idx < -1) | (idx >= cmd.limit))[0]
+    bad = np.nonzero((idx < -1) | (idx >= cmd.index_limit))[0]
     if len(bad):
         return None, (ErrorCode.BAD_COMMAND, cmd.src2 + 4 * int(bad[0]))
     base = cmd.src if op == VaOpcode.GATHER_IDX else cmd.dst
@@ -550,7 +570,7 @@ def execute(cmd, mem, lanes=32):
 
     Returns ``(ErrorCode, err_addr)``. On an error ``mem`` is unchanged. Checks, in order:
     BAD_COMMAND (opcode, length, k, element size, odd RoPE length; a range or an indexed
-    address reaching 2**48; an index below -1 or at/above ``limit``, a CSR row pointer
+    address reaching 2**48; an index below -1 or at/above ``index_limit``, a CSR row pointer
     sequence not rising from 0 to ``length``), MISALIGNED (an address or stride not a
     multiple of its element size; ERR_ADDR = that register's value).
     """

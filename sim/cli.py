@@ -33,10 +33,18 @@ def _mc_top(params):
                  age_limit=params["AGE_LIMIT"])
 
 
+def _va_top(params):
+    from hdl.top.va import VaTop
+    from hdl.va.core import check_parameters
+    check_parameters(params["L"], params["DATA_WIDTH"])
+    return VaTop(lanes=params["L"], data_width=params["DATA_WIDTH"])
+
+
 # block name → (Verilog module name, accepted parameters with defaults, top factory)
 BLOCKS = {
     "ma": ("v4hw_ma", {"P": 8, "DATA_WIDTH": 128}, _ma_top),
     "mc": ("v4hw_mc", {"CHANNELS": 4, "DATA_WIDTH": 128, "AGE_LIMIT": 8}, _mc_top),
+    "va": ("v4hw_va", {"L": 32, "DATA_WIDTH": 128}, _va_top),
 }
 
 

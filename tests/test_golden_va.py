@@ -256,7 +256,7 @@ def test_execute_indexed_and_csr():
     idx = np.array([3, -1, 0, 3], np.int32)
     mem[0:16] = idx.view(np.uint8)
     cmd = VaCommand(VaOpcode.GATHER_IDX, 4, src=1000, src2=0, stride=10, esize=1, dst=2000,
-                    limit=10)
+                    index_limit=10)
     mem[2000:2008] = 0xEE
     assert execute(cmd, mem) == (ErrorCode.NONE, 0)
     got = mem[2000:2008].view(np.uint16)
@@ -266,7 +266,7 @@ def test_execute_indexed_and_csr():
     mem[100:116] = np.array([0, 2, 2, 3], np.int32).view(np.uint8)
     mem[200:212] = np.array([1, 0, 4], np.int32).view(np.uint8)
     cmd = VaCommand(VaOpcode.GATHER_CSR, 3, src=1000, src2=100, src3=200, rows=3,
-                    row_stride=50, stride=2, esize=0, dst=3000, limit=5)
+                    row_stride=50, stride=2, esize=0, dst=3000, index_limit=5)
     assert execute(cmd, mem) == (ErrorCode.NONE, 0)
     assert list(mem[3000:3003]) == [mem[1002], mem[1000], mem[1000 + 100 + 8]]
 
@@ -280,7 +280,7 @@ def test_execute_indexed_and_csr():
     (dict(op=VaOpcode.GATHER, length=3, stride=1 << 47, esize=0), ErrorCode.BAD_COMMAND),
     (dict(op=VaOpcode.EXP, length=4, src=1), ErrorCode.MISALIGNED),
     (dict(op=VaOpcode.GATHER, length=4, stride=3, esize=1), ErrorCode.MISALIGNED),
-    (dict(op=VaOpcode.GATHER_IDX, length=4, limit=3, src2=0), ErrorCode.BAD_COMMAND),
+    (dict(op=VaOpcode.GATHER_IDX, length=4, index_limit=3, src2=0), ErrorCode.BAD_COMMAND),
 ])
 def test_execute_bad_commands_write_nothing(case, code):
     mem = np.zeros(1024, np.uint8)

@@ -1,0 +1,97 @@
+"""``v4hw_va``: the vector accelerator as a standalone unit (Vitis RTL-kernel ports)."""
+
+from amaranth.hdl import ClockDomain, ClockSignal, Module, ResetSignal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from hdl.codes import BlockId
+from hdl.common.axi import AXI4LiteSignature, AXI4Signature, connect_flat, flat_members
+from hdl.common.command import CommandStatus
+from hdl.common.memport import MemPortToAxi4
+from hdl.common.regblock import RegisterBlock
+from hdl.common.timebase import Timebase
+from hdl.va import regmap
+from hdl.va.core import VectorCore, check_parameters
+
+__all__ = ["VA_VERSION", "VaTop", "caps_word"]
+
+VA_VERSION = 1
+
+
+def caps_word(lanes, data_width):
+    """CAPS of the VA: bits 7:0 L, 15:8 bus width in bytes."""
+    return lanes | (data_width // 8) << 8
+
+
+class VaTop(wiring.Component):
+    """The VA with its register block, command status, timebase and AXI4 bridge.
+
+    Ports: ``ap_clk``, ``ap_rst_n`` (active low, synchronous), ``s_axi_control_*``
+    (AXI4-Lite slave, 16-bit address, 32-bit data), ``m_axi_gmem_*`` (AXI4 master, 64-bit
+    address, ``data_width`` data, ID width 1), ``interrupt`` (level).
+
+    Parameters: ``lanes`` (L, a power of two in 4..64, at least DATA_WIDTH/16) and
+    ``data_width`` (64, 128, 256 or 512 bits).
+    """
+
+    def __init__(self, lanes=32, data_width=128):
+        check_parameters(lanes, data_width)
+        self.lanes, self.data_width = lanes, data_width
+        super().__init__({
+            "ap_clk": In(1),
+            "ap_rst_n": In(1),
+            **flat_members("s_axi_control", In(AXI4LiteSignature(16, 32))),
+            **flat_members("m_axi_gmem", Out(AXI4Signature(64, data_width, 1))),
+            "interrupt": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        m.domains.sync = ClockDomain()
+        m.d.comb += [ClockSignal().eq(self.ap_clk), ResetSignal().eq(~self.ap_rst_n)]
+
+        m.submodules.regs = regs = RegisterBlock(regmap)
+        m.submodules.timebase = timebase = Timebase()
+        m.submodules.status = status = CommandStatus()
+        m.submodules.core = core = VectorCore(self.lanes, self.data_width)
+        m.submodules.bridge = bridge = MemPortToAxi4(
+            self.data_width, AXI4Signature(64, self.data_width, 1))
+        connect_flat(m, self, "s_axi_control", regs.bus)
+        connect_flat(m, self, "m_axi_gmem", bridge.axi)
+        wiring.connect(m, core.mem, bridge.port)
+
+        m.d.comb += [
+            regs.id.block.eq(BlockId.VA), regs.id.version.eq(VA_VERSION),
+            regs.caps.value.eq(caps_word(self.lanes, self.data_width)),
+            regs.time_lo.value.eq(timebase.now[:32]),
+            timebase.read_lo.eq(regs.time_lo.rd_stb),
+            regs.time_hi.value.eq(timebase.time_hi),
+        ]
+        cmd = core.cmd
+        m.d.comb += [
+            cmd.op.eq(regs.opcode.op), cmd.esize.eq(regs.opcode.esize),
+            cmd.length.eq(regs.length.value),
+            cmd.src.eq(regs.src_lo.addr | regs.src_hi.addr << 32),
+            cmd.src2.eq(regs.src2_lo.addr | regs.src2_hi.addr << 32),
+            cmd.dst.eq(regs.dst_lo.addr | regs.dst_hi.addr << 32),
+            cmd.stride.eq(regs.stride.value), cmd.scalar.eq(regs.scalar.value),
+        ]
+        m.d.comb += [
+            status.start.eq(regs.start.start),
+            status.refuse_code.eq(core.refuse_code), status.refuse_addr.eq(core.refuse_addr),
+            core.launch.eq(status.launch),
+            status.finish.eq(core.finish), status.fail.eq(core.fail),
+            status.fail_code.eq(core.fail_code), status.fail_addr.eq(core.fail_addr),
+            status.timebase.eq(timebase.now),
+            status.ctr_read.eq(regs.ctr_lo.rd_stb),
+            regs.ctr_lo.value.eq(status.ctr_lo), regs.ctr_hi.value.eq(status.ctr_hi),
+            regs.status.busy.eq(status.busy), regs.status.done.eq(status.done),
+            regs.status.error.eq(status.error),
+            regs.status.start_dropped.eq(status.start_dropped),
+            regs.error.code.eq(status.error_code), regs.err_addr.addr.eq(status.err_addr),
+            regs.irq_status.done_set.eq(status.irq_done),
+            regs.irq_status.error_set.eq(status.irq_error),
+            self.interrupt.eq(((regs.irq_status.done & regs.irq_enable.done)
+                               | (regs.irq_status.error & regs.irq_enable.error)) != 0),
+        ]
+        return m

@@ -1,0 +1,229 @@
+"""The vector accelerator's core: checks at START, the data paths, the command's end.
+
+Data flow of one command::
+
+    elementwise (ADD, MUL, SCALE):
+      OperandReader ─► Realign ─► WordsToVector ─┐ x
+                    └► Realign ─► WordsToVector ─┤ y ─► LaneEngine ─► VectorToWords ─┐
+    strided GATHER:                                                                  ├─► StreamWriter
+      StridedGather (one read per element, many in flight) ──────────────────────────┘
+
+Both paths read through one memory port (``rd_req`` / ``rd_resp``, the running
+command's path owns it) and write through the :class:`~hdl.va.streams.StreamWriter`.
+"""
+
+from amaranth.hdl import Cat, Module, ResetInserter, Signal
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+from amaranth.utils import exact_log2
+
+from hdl.codes import ErrorCode, VaOpcode
+from hdl.common.memport import PHYS_ADDR_BITS, MemPortSignature
+from hdl.va.gather import StridedGather
+from hdl.va.lanes import LaneEngine
+from hdl.va.streams import (
+    ErrorEvent,
+    OperandReader,
+    Realign,
+    StreamWriter,
+    VectorToWords,
+    WordsToVector,
+    words_for,
+)
+
+__all__ = ["MAX_LENGTH", "RTL_OPCODES", "VaCommandLayout", "VectorCore", "check_parameters"]
+
+MAX_LENGTH = 65536
+VALID_LANES = (4, 8, 16, 32, 64)
+VALID_DATA_WIDTH = (64, 128, 256, 512)
+RTL_OPCODES = (VaOpcode.GATHER, VaOpcode.ADD, VaOpcode.MUL, VaOpcode.SCALE)
+"""The commands this RTL runs; START refuses the others with BAD_COMMAND."""
+
+
+def check_parameters(lanes, data_width):
+    """Raise ValueError unless (L, DATA_WIDTH) is a configuration the VA supports."""
+    if not isinstance(data_width, int) or data_width not in VALID_DATA_WIDTH:
+        raise ValueError(f"DATA_WIDTH must be 64, 128, 256 or 512, not {data_width!r}")
+    if not isinstance(lanes, int) or lanes not in VALID_LANES:
+        raise ValueError(f"L must be a power of two in 4..64, not {lanes!r}")
+    if 16 * lanes < data_width:
+        raise ValueError(f"L={lanes} bf16 lanes ({16 * lanes} bits) are narrower than the "
+                         f"{data_width}-bit bus: L must be at least {data_width // 16}")
+
+
+class VaCommandLayout(data.StructLayout):
+    """The command registers as the core sees them (bytes, elements, 48-bit addresses)."""
+    def __init__(self):
+        super().__init__({
+            "op": 8, "esize": 2, "length": 32,
+            "src": PHYS_ADDR_BITS, "src2": PHYS_ADDR_BITS, "dst": PHYS_ADDR_BITS,
+            "stride": 32, "scalar": 32,
+        })
+
+
+class VectorCore(wiring.Component):
+    """Runs one VA command at a time (see the module docstring).
+
+    ``cmd`` holds the register values; ``refuse_code`` / ``refuse_addr`` are the checks
+    at START for :class:`hdl.common.command.CommandStatus`. ``launch`` starts a command;
+    it ends with one ``finish`` pulse after its last write is answered, or one ``fail``
+    pulse (code, address) once nothing it issued is in flight.
+    """
+
+    def __init__(self, lanes=32, data_width=128):
+        check_parameters(lanes, data_width)
+        self.lanes, self.data_width = lanes, data_width
+        super().__init__({
+            "cmd": In(VaCommandLayout()),
+            "refuse_code": Out(8),
+            "refuse_addr": Out(32),
+            "launch": In(1),
+            "finish": Out(1),
+            "fail": Out(1),
+            "fail_code": Out(8),
+            "fail_addr": Out(32),
+            "mem": Out(MemPortSignature(data_width)),
+        })
+
+    def _start_checks(self, m):
+        cmd = self.cmd
+        n = cmd.length[:17]
+        known = Signal()
+        m.d.comb += known.eq(Cat(*(cmd.op == op for op in RTL_OPCODES)).any())
+        gather = cmd.op == VaOpcode.GATHER
+        two = (cmd.op == VaOpcode.ADD) | (cmd.op == VaOpcode.MUL)
+        size = Signal(3)
+        m.d.comb += size.eq(1 << cmd.esize)
+        # (address, bytes, alignment mask, checked) in the order ERR_ADDR reports them.
+        span = Signal(range((MAX_LENGTH - 1) * 2 ** 32 + 5))
+        m.d.comb += span.eq((n - 1) * cmd.stride + size)
+        ranges = [
+            (cmd.src, span, size - 1, gather),
+            (cmd.dst, n << cmd.esize, size - 1, gather),
+            (cmd.src, n << 1, 1, ~gather),
+            (cmd.src2, n << 1, 1, two),
+            (cmd.dst, n << 1, 1, ~gather),
+        ]
+        bad_shape = (~known | (cmd.length == 0) | (cmd.length > MAX_LENGTH)
+                     | (gather & (cmd.esize == 3)))
+        with m.If(bad_shape):
+            m.d.comb += self.refuse_code.eq(ErrorCode.BAD_COMMAND)
+        for addr, nbytes, _, used in ranges:
+            with m.Elif(used & ((addr + nbytes) > (1 << PHYS_ADDR_BITS))):
+                m.d.comb += [self.refuse_code.eq(ErrorCode.BAD_COMMAND),
+                             self.refuse_addr.eq(addr[:32])]
+        for addr, _, mask, used in ranges:
+            with m.Elif(used & ((addr & mask) != 0)):
+                m.d.comb += [self.refuse_code.eq(ErrorCode.MISALIGNED),
+                             self.refuse_addr.eq(addr[:32])]
+        with m.Elif(gather & ((cmd.stride & (size - 1)) != 0)):
+            m.d.comb += [self.refuse_code.eq(ErrorCode.MISALIGNED),
+                         self.refuse_addr.eq(cmd.stride)]
+
+    def elaborate(self, platform):
+        m = Module()
+        width, bb, lanes = self.data_width, self.data_width // 8, self.lanes
+        ratio = 16 * lanes // width
+        off_bits = exact_log2(bb)
+        self._start_checks(m)
+
+        cmd = Signal(VaCommandLayout())
+        go = Signal()                   # one cycle after launch: the latched command is valid
+        m.d.sync += go.eq(self.launch)
+        with m.If(self.launch):
+            m.d.sync += cmd.eq(self.cmd)
+        gather = cmd.op == VaOpcode.GATHER
+        two = (cmd.op == VaOpcode.ADD) | (cmd.op == VaOpcode.MUL)
+        n = cmd.length[:17]
+        abort = Signal()
+
+        m.submodules.reader = reader = OperandReader(width, 2)
+        m.submodules.gatherer = gatherer = StridedGather(width)
+        m.submodules.engine = engine = ResetInserter(go)(LaneEngine(lanes))
+        m.submodules.v2w = v2w = VectorToWords(width, ratio)
+        m.submodules.writer = writer = StreamWriter(width)
+        nbytes = n << 1
+        for i, (addr, used) in enumerate(((cmd.src, ~gather), (cmd.src2, two))):
+            realign = Realign(width)
+            w2v = WordsToVector(width, ratio)
+            m.submodules[f"realign{i}"], m.submodules[f"w2v{i}"] = realign, w2v
+            offset = addr[:off_bits]
+            m.d.comb += [
+                reader.config[i].addr.eq(addr), reader.config[i].nbytes.eq(used * nbytes),
+                realign.start.eq(go), w2v.start.eq(go),
+                # a reader's realigner: shift by the offset; an aligned stream passes as is
+                realign.shift.eq(offset | ((offset == 0) << off_bits)),
+                realign.absorb.eq(offset != 0),
+                realign.words_in.eq(words_for(offset, nbytes, bb)),
+                realign.words_out.eq(words_for(0, nbytes, bb)),
+                w2v.words.eq(words_for(0, nbytes, bb)),
+            ]
+            wiring.connect(m, getattr(reader, f"out{i}"), realign.i)
+            wiring.connect(m, realign.o, w2v.i)
+            wiring.connect(m, w2v.o, engine.x if i == 0 else engine.y)
+        wiring.connect(m, engine.o, v2w.i)
+        m.d.comb += [
+            reader.start.eq(go), v2w.start.eq(go), engine.op.eq(cmd.op),
+            engine.scalar.eq(cmd.scalar[:16]),
+            gatherer.start.eq(go & gather), gatherer.base.eq(cmd.src),
+            gatherer.stride.eq(cmd.stride), gatherer.esize.eq(cmd.esize),
+            gatherer.count.eq(n),
+            writer.start.eq(go), writer.addr.eq(cmd.dst),
+            writer.nbytes.eq(n << cmd.esize),
+        ]
+        with m.If(~gather):
+            m.d.comb += writer.nbytes.eq(nbytes)
+        for unit in (reader, gatherer, writer):
+            m.d.comb += unit.abort.eq(abort)
+
+        # The running command's path owns the read port and feeds the writer.
+        mem = self.mem
+        wiring.connect(m, wiring.flipped(mem.wr_req), writer.wr_req)
+        wiring.connect(m, wiring.flipped(mem.wr_data), writer.wr_data)
+        wiring.connect(m, wiring.flipped(mem.wr_resp), writer.wr_resp)
+        with m.If(gather):
+            m.d.comb += [mem.rd_req.payload.eq(gatherer.rd_req.payload),
+                         mem.rd_req.valid.eq(gatherer.rd_req.valid),
+                         gatherer.rd_req.ready.eq(mem.rd_req.ready),
+                         gatherer.rd_resp.payload.eq(mem.rd_resp.payload),
+                         gatherer.rd_resp.valid.eq(mem.rd_resp.valid),
+                         mem.rd_resp.ready.eq(gatherer.rd_resp.ready),
+                         writer.i.payload.eq(gatherer.o.payload),
+                         writer.i.valid.eq(gatherer.o.valid),
+                         gatherer.o.ready.eq(writer.i.ready)]
+        with m.Else():
+            m.d.comb += [mem.rd_req.payload.eq(reader.rd_req.payload),
+                         mem.rd_req.valid.eq(reader.rd_req.valid),
+                         reader.rd_req.ready.eq(mem.rd_req.ready),
+                         reader.rd_resp.payload.eq(mem.rd_resp.payload),
+                         reader.rd_resp.valid.eq(mem.rd_resp.valid),
+                         mem.rd_resp.ready.eq(reader.rd_resp.ready),
+                         writer.i.payload.eq(v2w.o.payload),
+                         writer.i.valid.eq(v2w.o.valid),
+                         v2w.o.ready.eq(writer.i.ready)]
+
+        error = Signal(ErrorEvent())
+        idle = reader.idle & gatherer.idle & writer.idle
+        with m.If(self.launch):
+            m.d.sync += abort.eq(0)
+        with m.FSM():
+            with m.State("IDLE"):
+                with m.If(go):
+                    m.next = "RUN"
+            with m.State("RUN"):
+                for unit in (reader, gatherer, writer):
+                    with m.If(unit.error.valid):
+                        m.d.sync += [error.eq(unit.error), abort.eq(1)]
+                        m.next = "ABORT"
+                with m.If(~reader.error.valid & ~gatherer.error.valid & ~writer.error.valid
+                          & writer.done & idle):
+                    m.d.comb += self.finish.eq(1)
+                    m.next = "IDLE"
+            with m.State("ABORT"):
+                with m.If(idle):
+                    m.next = "FAIL"
+            with m.State("FAIL"):
+                m.d.comb += [self.fail.eq(1), self.fail_code.eq(error.code),
+                             self.fail_addr.eq(error.addr)]
+                m.next = "IDLE"
+        return m

@@ -1,0 +1,215 @@
+"""Host-level cocotb driver of the ``v4hw_va`` top: :class:`VaBench`.
+
+The bench reuses the MA's memory model and cycle bookkeeping (:mod:`sim.ma_driver`:
+:class:`~sim.ma_driver.GmemModel` with its latency, error ranges, burst log and AXI4 rule
+checks; :class:`~sim.ma_driver.Timing`) and adds the VA's host view: a *window* of
+physical memory filled with random bytes, commands written to the registers by name
+(:mod:`sim.regs`), and :meth:`VaBench.check`, which runs one command and compares its
+outcome, ERR_ADDR and every byte of the window with :func:`golden.va.execute`.
+"""
+
+import logging
+import random
+from dataclasses import dataclass
+
+import numpy as np
+from cocotb.clock import Clock
+from cocotb.triggers import FallingEdge, First, RisingEdge, Timer
+from cocotbext.axi import AxiBus, AxiLiteBus, AxiLiteMaster
+
+from golden.va import MemoryWindow, execute
+from hdl.codes import BlockId, ErrorCode
+from hdl.top.va import caps_word
+from hdl.va import regmap
+
+from .ma_driver import PERIOD_NS, GmemModel, Timing, random_pauses
+from .regs import Registers
+
+__all__ = ["VA_GTKW_GROUPS", "VaOutcome", "VaBench"]
+
+QUIET_CYCLES = 64
+
+
+@dataclass
+class VaOutcome:
+    """``code``/``err_addr``: ERROR and ERR_ADDR after the end; ``cycles``: CTR minus the
+    timebase at the START write's response (so about 2 cycles short of START)."""
+    code: ErrorCode
+    err_addr: int
+    cycles: int = 0
+
+
+class VaBench:
+    """Clock, reset, bus models and host operations for one ``v4hw_va`` DUT.
+
+    ``lanes``/``data_width``: the DUT's parameters (checked against CAPS). ``latency``:
+    memory read and write latency in cycles. ``window``: (origin, bytes) of the physical
+    memory the tests use; it starts filled with random bytes from ``rng``.
+    """
+
+    def __init__(self, dut, *, lanes=32, data_width=128, latency=20, rng=None,
+                 window=(0x7F00_0000_0000, 1 << 20)):
+        self.dut, self.lanes, self.data_width = dut, lanes, data_width
+        self.rng = rng or random.Random(0)
+        self.timing = Timing(PERIOD_NS)
+        for prefix in ("s_axi_control", "m_axi_gmem"):
+            logging.getLogger(f"cocotb.{dut._name}.{prefix}").setLevel(logging.WARNING)
+        self.axil = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axi_control"), dut.ap_clk,
+                                  dut.ap_rst_n, reset_active_level=False)
+        self.ram = GmemModel(AxiBus.from_prefix(dut, "m_axi_gmem"), dut.ap_clk, dut.ap_rst_n,
+                             self.timing, read_latency=latency, write_latency=latency)
+        self.regs = Registers(self.axil, regmap)
+        self.origin, self.size = window
+        self.image = np.frombuffer(self.rng.randbytes(self.size), np.uint8).copy()
+        self.ram.mem.write(self.origin, self.image.tobytes())
+        self._reset_edge = None
+
+    async def start(self):
+        """Start the clock, reset for 8 cycles, check ID and CAPS."""
+        self.dut.ap_rst_n.value = 0
+        Clock(self.dut.ap_clk, PERIOD_NS, unit="ns").start()
+        await RisingEdge(self.dut.ap_clk)
+        self.timing.mark()
+        for _ in range(8):
+            await RisingEdge(self.dut.ap_clk)
+        await FallingEdge(self.dut.ap_clk)
+        self.dut.ap_rst_n.value = 1
+        await RisingEdge(self.dut.ap_clk)
+        self._reset_edge = self.timing.edge()
+        ident = await self.regs.read_fields("ID")
+        assert ident["BLOCK"] == BlockId.VA, f"ID.BLOCK is {ident['BLOCK']:#x}, not the VA's"
+        caps = await self.regs.read("CAPS")
+        assert caps == caps_word(self.lanes, self.data_width), f"CAPS {caps:#x}"
+
+    def now(self):
+        return self.timing.edge() - self._reset_edge
+
+    async def cycles(self, n):
+        for _ in range(n):
+            await RisingEdge(self.dut.ap_clk)
+
+    def set_pauses(self, probability):
+        """Random idle/back-pressure on every memory channel (0 stops it)."""
+        for channel in self.ram.channels():
+            if probability:
+                channel.set_pause_generator(
+                    random_pauses(random.Random(self.rng.getrandbits(32)), probability))
+            else:
+                channel.clear_pause_generator()
+                channel.pause = False
+
+    def place(self, addr, values):
+        """Store an array at a physical address inside the window."""
+        raw = np.ascontiguousarray(values).view(np.uint8)
+        start = addr - self.origin
+        assert 0 <= start and start + raw.size <= self.size, f"{addr:#x} is outside the window"
+        self.image[start:start + raw.size] = raw
+        self.ram.mem.write(addr, raw.tobytes())
+
+    async def write_command(self, cmd):
+        regs = self.regs
+        await regs.write_fields("OPCODE", op=cmd.op, esize=cmd.esize,
+                                split_half=int(cmd.split_half))
+        await regs.write("LENGTH", cmd.length)
+        for name, value in (("SRC", cmd.src), ("SRC2", cmd.src2), ("SRC3", cmd.src3),
+                            ("DST", cmd.dst), ("DST2", cmd.dst2)):
+            await regs.write(f"{name}_LO", value & 0xFFFFFFFF)
+            await regs.write(f"{name}_HI", value >> 32)
+        for name in ("STRIDE", "SCALAR", "K", "INDEX_LIMIT", "ROWS", "ROW_STRIDE"):
+            await regs.write(name, getattr(cmd, name.lower()))
+
+    async def run(self, cmd, *, max_cycles=2_000_000):
+        """Write ``cmd``, START with both interrupts enabled, wait for ``interrupt``;
+        check STATUS, IRQ_STATUS and the interrupt's fall after W1C."""
+        await self.regs.write_fields("IRQ_STATUS", done=1, error=1)
+        await self.regs.write_fields("IRQ_ENABLE", done=1, error=1)
+        await self.write_command(cmd)
+        await self.regs.write("START", 1)
+        started = self.now()
+        if not int(self.dut.interrupt.value):
+            timeout = Timer(max_cycles * PERIOD_NS, "ns")
+            fired = await First(RisingEdge(self.dut.interrupt), timeout)
+            assert fired is not timeout, f"no interrupt within {max_cycles} cycles ({cmd})"
+        status = await self.regs.read_fields("STATUS")
+        irq = await self.regs.read_fields("IRQ_STATUS")
+        code = ErrorCode(await self.regs.read("ERROR"))
+        err_addr = await self.regs.read("ERR_ADDR")
+        assert not status["BUSY"] and status["DONE"] != status["ERROR"], f"STATUS {status}"
+        assert irq == {"DONE": status["DONE"], "ERROR": status["ERROR"]}, f"IRQ_STATUS {irq}"
+        assert (code is ErrorCode.NONE) == bool(status["DONE"]), f"{code.name} with {status}"
+        outcome = VaOutcome(code, err_addr)
+        if status["DONE"]:
+            lo = await self.regs.read("CTR_LO")
+            hi = await self.regs.read("CTR_HI")
+            outcome.cycles = (hi << 32 | lo) - started
+            assert outcome.cycles > 0, f"CTR {hi << 32 | lo} is not after START ({started})"
+        await self.regs.write_fields("IRQ_STATUS", done=1, error=1)
+        assert not int(self.dut.interrupt.value), "interrupt stays high after W1C"
+        return outcome
+
+    def window_bytes(self):
+        return np.frombuffer(self.ram.mem.read(self.origin, self.size), np.uint8)
+
+    async def check(self, cmd, *, expect=None, err_addr=None, max_cycles=2_000_000):
+        """Run ``cmd`` and check it against the golden model; return the outcome.
+
+        The golden model predicts the code and ERR_ADDR (``expect`` and ``err_addr``
+        override them for AXI errors, which it does not model). On DONE the whole window
+        equals the golden memory image byte for byte; on a refusal no memory access is
+        made and nothing changes; on an AXI error every byte that changed equals the
+        golden result (only results before the failing access may land). No access
+        follows the end, and every burst obeys the AXI4 rules.
+        """
+        golden = self.image.copy()
+        code, addr = execute(cmd, MemoryWindow(self.origin, golden), lanes=self.lanes)
+        if expect is not None:
+            assert code == ErrorCode.NONE, f"golden refuses a command meant to run: {code.name}"
+            code, addr = expect, err_addr
+        reads, writes = len(self.ram.reads), len(self.ram.writes)
+        outcome = await self.run(cmd, max_cycles=max_cycles)
+        end = self.timing.edge()
+        await self.cycles(QUIET_CYCLES + self.ram.read_latency + self.ram.write_latency)
+        assert not self.ram.violations, "AXI rule violations:\n" + "\n".join(self.ram.violations)
+        new_reads, new_writes = self.ram.reads[reads:], self.ram.writes[writes:]
+        late = [b for b in new_reads if b.edge > end] + [b for b in new_writes if b.aw_edge > end]
+        assert not late, f"{len(late)} memory accesses after the end, first {late[0]}"
+        assert (outcome.code, outcome.err_addr) == (code, addr), (
+            f"outcome {outcome.code.name} ERR_ADDR={outcome.err_addr:#x}, expected "
+            f"{ErrorCode(code).name} ERR_ADDR={addr:#x} ({cmd})")
+        after = self.window_bytes()
+        if code == ErrorCode.NONE:
+            if not np.array_equal(after, golden):
+                bad = np.nonzero(after != golden)[0]
+                at = self.origin + int(bad[0])
+                raise AssertionError(
+                    f"{len(bad)} bytes differ from the golden model, first at {at:#x}: "
+                    f"{after[bad[0]]:#04x}, expected {golden[bad[0]]:#04x} ({cmd})")
+        elif expect is None:
+            assert not new_reads and not new_writes, (
+                f"a refused command accessed memory ({len(new_reads)} reads, "
+                f"{len(new_writes)} writes)")
+            assert np.array_equal(after, self.image), "a refused command changed memory"
+        else:
+            full = self.image.copy()
+            execute(cmd, MemoryWindow(self.origin, full), lanes=self.lanes)
+            changed = np.nonzero(after != self.image)[0]
+            assert np.array_equal(after[changed], full[changed]), (
+                "a byte written before the error differs from the golden result")
+        for burst in new_writes:
+            for run_addr, run in burst.runs:
+                assert self.origin <= run_addr and run_addr + len(run) <= self.origin + self.size, (
+                    f"a write at {run_addr:#x} lies outside the window")
+        self.image = after.copy()
+        return outcome
+
+
+VA_GTKW_GROUPS = [
+    ("clock, reset, interrupt", ["ap_clk", "ap_rst_n", "interrupt"]),
+    ("s_axi_control", ["s_axi_control_*"]),
+    ("m_axi_gmem read", ["m_axi_gmem_ar*", "m_axi_gmem_r*"]),
+    ("m_axi_gmem write", ["m_axi_gmem_aw*", "m_axi_gmem_w*", "m_axi_gmem_b*"]),
+    ("command status", ["status.busy", "status.done", "status.error", "status.error_code",
+                        "status.err_addr", "status.launch", "status.finish", "status.fail"]),
+    ("core", ["core.fsm_state", "core.abort", "core.reader.idle", "core.gatherer.idle",
+              "core.writer.fsm_state", "core.writer.idle", "core.writer.done"]),
+]

@@ -1,0 +1,214 @@
+"""cocotb tests of the ``v4hw_va`` top (L=32, DATA_WIDTH=128), on Icarus and Verilator.
+
+``tests/test_va_cocotb.py`` runs each test below on both simulators. Every test builds a
+:class:`sim.va_driver.VaBench`, draws its random choices from :func:`sim.seed.test_seed`
+(``V4HW_SEED=<n>`` reruns a case), and every command goes through ``VaBench.check``:
+outcome and ERR_ADDR against :func:`golden.va.execute`, the whole memory window byte for
+byte. Icarus is about 50 times slower, so lengths and counts are smaller there.
+"""
+
+import cocotb
+import numpy as np
+
+from golden.va import VaCommand
+from hdl.codes import ErrorCode, VaOpcode
+from hdl.va.core import RTL_OPCODES
+from sim.ma_driver import ErrorRange
+from sim.seed import test_seed
+from sim.va_driver import VaBench
+
+ICARUS = cocotb.SIM_NAME.lower().startswith("icarus")
+L = 32
+BUS = 16
+ELEMENTWISE = (VaOpcode.ADD, VaOpcode.MUL, VaOpcode.SCALE)
+
+
+async def new_bench(dut, **kwargs):
+    rng = test_seed()
+    bench = VaBench(dut, lanes=L, data_width=8 * BUS, rng=rng, **kwargs)
+    await bench.start()
+    return bench, rng
+
+
+def elementwise(bench, rng, op, n, *, aligned=False):
+    """A command on random operands at random (2-byte aligned) places in the window."""
+    region = bench.size // 4
+    def place():
+        offset = rng.randrange(0, region - 2 * n - 64) & ~(BUS - 1 if aligned else 1)
+        return offset
+    src = bench.origin + place()
+    src2 = bench.origin + region + place()
+    dst = bench.origin + 2 * region + place()
+    return VaCommand(op, n, src=src, src2=src2, dst=dst, scalar=rng.getrandbits(16))
+
+
+def gather(bench, rng, n, esize, stride):
+    span = (n - 1) * stride + (1 << esize)
+    src = bench.origin + (rng.randrange(0, bench.size // 2 - span) >> esize << esize)
+    dst = bench.origin + bench.size // 2 + (rng.randrange(0, bench.size // 4) >> esize << esize)
+    return VaCommand(VaOpcode.GATHER, n, src=src, dst=dst, esize=esize, stride=stride)
+
+
+@cocotb.test()
+async def elementwise_lengths(dut):
+    """ADD, MUL, SCALE at lengths 1, L-1, L, L+1, a few random ones, random alignments;
+    random bits include NaNs, infinities and subnormals."""
+    bench, rng = await new_bench(dut)
+    lengths = [1, L - 1, L, L + 1, 2 * L + 3] + [rng.randrange(2, 700) for _ in range(2)]
+    for op in ELEMENTWISE:
+        for n in lengths:
+            await bench.check(elementwise(bench, rng, op, n, aligned=n == L))
+
+
+@cocotb.test()
+async def gather_strides(dut):
+    """Strided gather: element sizes 1, 2, 4; strides 0, one element, odd (bytes), 2048,
+    random; lengths 1, L-1, L, L+1 and random; random source and destination alignment."""
+    bench, rng = await new_bench(dut)
+    for esize in (0, 1, 2):
+        size = 1 << esize
+        strides = [0, size, 2048, 3 * size, size * rng.randrange(1, 700)]
+        if esize == 0:
+            strides.append(rng.randrange(1, 200) | 1)
+        for stride in strides:
+            for n in (1, L - 1, L + 1, rng.randrange(2, 120 if ICARUS else 300)):
+                await bench.check(gather(bench, rng, n, esize, stride))
+
+
+@cocotb.test()
+async def backpressure(dut):
+    """Random idle and back-pressure cycles on every memory channel, random commands."""
+    bench, rng = await new_bench(dut)
+    bench.set_pauses(0.3)
+    for _ in range(6 if ICARUS else 20):
+        if rng.random() < 0.3:
+            esize = rng.randrange(3)
+            cmd = gather(bench, rng, rng.randrange(1, 100), esize,
+                         rng.randrange(0, 3000) >> esize << esize)
+        else:
+            cmd = elementwise(bench, rng, rng.choice(ELEMENTWISE), rng.randrange(1, 300))
+        await bench.check(cmd)
+
+
+@cocotb.test()
+async def large(dut):
+    """65 536-element ADD and SCALE, a 4096-element gather at stride 2048 (Verilator; a
+    short one on Icarus)."""
+    bench, rng = await new_bench(dut, window=(0x7F00_0000_0000, 1 << 23))
+    n = 2048 if ICARUS else 65536
+    await bench.check(elementwise(bench, rng, VaOpcode.ADD, n))
+    await bench.check(elementwise(bench, rng, VaOpcode.SCALE, n))
+    await bench.check(gather(bench, rng, 256 if ICARUS else 2048, 1, 2048))
+
+
+@cocotb.test()
+async def bad_commands(dut):
+    """Each is refused at START with the golden model's code and ERR_ADDR, raises the
+    interrupt, makes no memory access and writes nothing; a good command follows."""
+    bench, rng = await new_bench(dut)
+    o = bench.origin
+    top = (1 << 48) - 64
+    good = VaCommand(VaOpcode.ADD, 8, src=o, src2=o + 4096, dst=o + 8192)
+    cases = [
+        VaCommand(0, 8, src=o, dst=o + 64),                              # unknown opcode
+        VaCommand(0xFF, 8, src=o, dst=o + 64),
+        VaCommand(VaOpcode.ADD, 0, src=o, src2=o, dst=o + 64),          # length 0
+        VaCommand(VaOpcode.SCALE, 65537, src=o, dst=o + 64),            # too long
+        VaCommand(VaOpcode.GATHER, 4, src=o, dst=o + 64, esize=3),      # element size
+        VaCommand(VaOpcode.ADD, 8, src=o + 1, src2=o, dst=o + 64),      # misaligned
+        VaCommand(VaOpcode.MUL, 8, src=o, src2=o + 3, dst=o + 64),
+        VaCommand(VaOpcode.SCALE, 8, src=o, dst=o + 65),
+        VaCommand(VaOpcode.GATHER, 8, src=o + 2, dst=o + 64, esize=2, stride=4),
+        VaCommand(VaOpcode.GATHER, 8, src=o, dst=o + 66, esize=2, stride=4),
+        VaCommand(VaOpcode.GATHER, 8, src=o, dst=o + 64, esize=1, stride=3),
+        VaCommand(VaOpcode.SCALE, 64, src=top, dst=o),                  # wraps past 2**48
+        VaCommand(VaOpcode.ADD, 8, src=o, src2=o, dst=top + 62),
+        VaCommand(VaOpcode.GATHER, 65536, src=top, dst=o + 64, esize=0, stride=1),
+        VaCommand(VaOpcode.GATHER, 65536, src=o, dst=o + 64, esize=2, stride=0xFFFFFFFC),
+    ]
+    # Opcodes the golden model knows but this RTL does not run are refused too.
+    unsupported = [op for op in VaOpcode if op not in RTL_OPCODES]
+    for cmd in cases:
+        await bench.check(cmd)
+    for op in unsupported:
+        outcome = await bench.run(VaCommand(op, 8, src=o, src2=o, src3=o, dst=o + 64, k=1))
+        assert outcome.code == ErrorCode.BAD_COMMAND, f"{op.name}: {outcome.code.name}"
+    await bench.check(good)
+
+
+@cocotb.test()
+async def axi_errors(dut):
+    """A read error inside an operand, at a strided gather's element, and a write error
+    inside the result: AXI_READ/WRITE_ERROR with the failing burst's first byte, only
+    golden bytes written before it, and the next command runs."""
+    bench, rng = await new_bench(dut)
+    o = bench.origin
+    n = 300
+    cmd = VaCommand(VaOpcode.ADD, n, src=o + 6, src2=o + 0x10000 + 2, dst=o + 0x20000 + 10)
+    # Second operand, second burst (16 words of 16 bytes each from the aligned start).
+    bad = (o + 0x10000) + 16 * BUS + 5
+    bench.ram.error_ranges = [ErrorRange(bad, bad + 1)]
+    await bench.check(cmd, expect=ErrorCode.AXI_READ_ERROR,
+                      err_addr=(o + 0x10000 + 16 * BUS) & 0xFFFFFFFF)
+    # The first burst of an operand reports the operand's own first byte.
+    bench.ram.error_ranges = [ErrorRange(o + 8, o + 9)]
+    await bench.check(cmd, expect=ErrorCode.AXI_READ_ERROR, err_addr=(o + 6) & 0xFFFFFFFF)
+    # Gather: the element's own address.
+    g = VaCommand(VaOpcode.GATHER, 50, src=o + 0x30000 + 3, dst=o + 0x40000, esize=0,
+                  stride=2049)
+    element = g.src + 17 * g.stride
+    bench.ram.error_ranges = [ErrorRange(element, element + 1)]
+    await bench.check(g, expect=ErrorCode.AXI_READ_ERROR, err_addr=element & 0xFFFFFFFF)
+    # Write error: the burst that holds result byte 550 (the writer's third burst).
+    bench.ram.error_ranges = [ErrorRange(cmd.dst + 550, cmd.dst + 551, reads=False)]
+    first = ((cmd.dst & ~(BUS - 1)) + 2 * 16 * BUS) & 0xFFFFFFFF
+    await bench.check(cmd, expect=ErrorCode.AXI_WRITE_ERROR, err_addr=first)
+    bench.ram.error_ranges = []
+    await bench.check(cmd)
+
+
+@cocotb.test()
+async def start_while_busy(dut):
+    """A START during a command is dropped (STATUS.START_DROPPED), the command finishes
+    with the golden result; the next START clears START_DROPPED."""
+    bench, rng = await new_bench(dut)
+    cmd = elementwise(bench, rng, VaOpcode.MUL, 2000 if ICARUS else 8000)
+    await bench.write_command(cmd)
+    await bench.regs.write("START", 1)
+    await bench.regs.write("START", 1)
+    status = await bench.regs.read_fields("STATUS")
+    assert status["BUSY"] and status["START_DROPPED"], f"STATUS {status}"
+    while not (await bench.regs.read_fields("STATUS"))["DONE"]:
+        await bench.cycles(100)
+    golden_image = bench.image.copy()
+    from golden.va import MemoryWindow, execute
+    execute(cmd, MemoryWindow(bench.origin, golden_image), lanes=L)
+    assert np.array_equal(bench.window_bytes(), golden_image), "result differs from golden"
+    bench.image = golden_image
+    await bench.check(elementwise(bench, rng, VaOpcode.ADD, 40))
+    status = await bench.regs.read_fields("STATUS")
+    assert not status["START_DROPPED"], f"STATUS {status}"
+
+
+@cocotb.test()
+async def performance(dut):
+    """Throughput against the bus limit (memory latency 20 cycles, 128-bit bus), checked
+    bit for bit like every command: SCALE and ADD over 65 536 bf16 elements (limits: 8
+    and 4 elements a cycle, as ADD reads two operands), and a gather of 2048 four-byte
+    elements at a 2048-byte stride (limit: one read, so one element, a cycle). Goals:
+    >= 90 % of the limit for the streaming ops, >= 0.9 elements a cycle for the gather.
+    Verilator only (the runs are 10 000 to 40 000 cycles)."""
+    bench, rng = await new_bench(dut, window=(0x7F00_0000_0000, 1 << 24))
+    n = 65536
+    for op, limit in ((VaOpcode.SCALE, BUS // 2), (VaOpcode.ADD, BUS // 4)):
+        outcome = await bench.check(elementwise(bench, rng, op, n, aligned=True))
+        rate = n / outcome.cycles
+        print(f"VA perf: {op.name} n={n}: {outcome.cycles} cycles, {rate:.3f} elements/cycle, "
+              f"{100 * rate / limit:.1f} % of the bus limit ({limit}/cycle)")
+        assert rate >= 0.9 * limit, f"{op.name}: {rate:.3f} elements/cycle"
+    g = gather(bench, rng, 2048, 2, 2048)
+    outcome = await bench.check(g)
+    rate = g.length / outcome.cycles
+    print(f"VA perf: GATHER n={g.length} stride=2048 esize=4: {outcome.cycles} cycles, "
+          f"{rate:.3f} elements/cycle")
+    assert rate >= 0.9, f"gather: {rate:.3f} elements/cycle"

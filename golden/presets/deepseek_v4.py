@@ -274,7 +274,7 @@ class DeepseekV4Layer:
         return apply_rope(x, -ang if inverse else ang, pairs="interleaved", where="trailing", scale=scale)
 
     def _compress(self, cs, x, prefix, overlap, head_dim):
-        """Feed new rows to a compressor; return (new entries, position of the first)."""
+        """Feed new rows to a compressor: each group they complete becomes an entry (normed, rotated)."""
         kv = x @ self.p(f"{prefix}.kv_proj.weight").T
         gate = x @ self.p(f"{prefix}.gate_proj.weight").T
         kv = np.concatenate([cs.pending_kv, kv])

@@ -1,0 +1,214 @@
+"""Hardware-exact path of a ``deepseek-v4`` attention block (golden MA + VA), bit for bit.
+
+The attention block of :class:`golden.presets.deepseek_v4.DeepseekV4Layer` — low-rank
+query, shared K = V head, partial interleaved RoPE, the CSA / HCA compressors, the
+lightning indexer and its top-k, attention with the sink logit, inverse RoPE and the
+grouped output projection — as MA and VA operations on bf16 data, with each stage's error
+against the float64 chain (see :mod:`golden.hwpath` for the conventions and
+``docs/golden/hw-path.md`` for the table). The block's input is the normed, collapsed
+hyper-connection output (``x`` below); the hyper-connections and the MoE are not mapped
+here (``docs/golden/hw-path.md`` says why).
+
+Mapping decisions beyond :mod:`golden.hwpath`'s: the compressors' softmax over the slots
+of a group is a VA SOFTMAX per (group, channel); the indexer's ReLU is an elementwise VA
+operation (DESIGN.md's VA list has no ReLU: it is the one operation assumed here); its
+top-k keeps ``index_topk`` (more than the VA's 8) entries, which the VA does as repeated
+TOP-K passes over the remaining entries — the same result as one sort by the VA's order
+(ties to the lowest index), which is what is computed; the sink is one more element of
+the softmax row, dropped afterwards.
+"""
+
+import numpy as np
+
+from . import va
+from .attn.primitives import rms_norm, softmax
+from .hwpath import HwTrace, bf16_value, ma_matmul, to_bf16, va_rmsnorm
+from .ma import gemm_bf16
+from .presets.deepseek_v4 import CSA, SWA
+
+__all__ = ["run_dsv4_attention"]
+
+
+def _rope_rows(layer, x_bits, x_ref, positions, inv, scale, inverse=False):
+    """VA ROPE (interleaved pairs) of the trailing rope slice of every row; float64 too."""
+    ang = np.asarray(positions, np.float64)[:, None] * inv[None, :]
+    if inverse:
+        ang = -ang
+    cos_b, sin_b = to_bf16(np.cos(ang) * scale), to_bf16(np.sin(ang) * scale)
+    rd = 2 * inv.size
+    out = x_bits.copy()
+    flat = out.reshape(x_bits.shape[0], -1, x_bits.shape[-1])
+    for t in range(flat.shape[0]):
+        for h in range(flat.shape[1]):
+            flat[t, h, -rd:] = va.rope_bf16(flat[t, h, -rd:], cos_b[t], sin_b[t], False)
+    ref = layer._rope(x_ref, positions, inv, scale, inverse)
+    return out, ref
+
+
+def _compress(layer, tr, x_b, x_r, prefix, overlap, width, name):
+    """A compressor on all of ``x``: bf16 entries and float64 entries."""
+    rate, eps = layer.rate, layer.cfg.rms_norm_eps
+    n = x_b.shape[0] // rate
+    wkv, wg = layer.p(f"{prefix}.kv_proj.weight"), layer.p(f"{prefix}.gate_proj.weight")
+    kv_b, kv_r = ma_matmul(x_b, wkv, "bf16")[: n * rate], (x_r @ wkv.T)[: n * rate]
+    g_b, g_r = ma_matmul(x_b, wg, "bf16")[: n * rate], (x_r @ wg.T)[: n * rate]
+    bias = layer.p(f"{prefix}.position_bias")
+    g_b = va.add_bf16(g_b, np.tile(to_bf16(bias), (n, 1)))
+    g_r = g_r + np.tile(bias, (n, 1))
+    kv_b, g_b = kv_b.reshape(n, rate, -1), g_b.reshape(n, rate, -1)
+    kv_r, g_r = kv_r.reshape(n, rate, -1), g_r.reshape(n, rate, -1)
+    if overlap:  # slots: group w-1's first series, then group w's second series
+        neg = to_bf16(-np.inf)
+
+        def slots(a, fill):
+            s = np.full((n, 2 * rate, width), fill, a.dtype)
+            s[:, rate:] = a[..., width:]
+            s[1:, :rate] = a[:-1, :, :width]
+            return s
+
+        kv_b, g_b = slots(kv_b, 0), slots(g_b, neg)
+        kv_r, g_r = slots(kv_r, 0.0), slots(g_r, -np.inf)
+    w_b = np.empty_like(g_b)
+    for w in range(n):
+        for c in range(width):
+            w_b[w, :, c] = va.softmax_bf16(g_b[w, :, c])
+    w_r = softmax(g_r, axis=1)
+    prod_b = va.mul_bf16(w_b, kv_b)
+    pooled_b = np.array(
+        [[va.sum_bf16(prod_b[w, :, c], 32) for c in range(width)] for w in range(n)], np.uint32
+    ).reshape(n, width)
+    pooled_b = va.f32_to_bf16(pooled_b)
+    pooled_r = np.sum(w_r * kv_r, axis=1)
+    tr.add(f"{name}: gated pooling", "MA+VA", pooled_b, pooled_r)
+    gamma = layer.p(f"{prefix}.kv_norm.weight")
+    nb, nr = va_rmsnorm(pooled_b, gamma, eps), rms_norm(pooled_r, gamma, eps)
+    pos = rate * np.arange(n)
+    eb, er = _rope_rows(layer, nb[:, None, :], nr[:, None, :], pos, layer.inv_comp, layer.rope_scale)
+    tr.add(f"{name}: entries (norm + RoPE)", "VA", eb, er)
+    return eb[:, 0], er[:, 0]
+
+
+def _agree(a, b):
+    return float(np.mean([set(x[x >= 0]) == set(y[y >= 0]) for x, y in zip(a, b, strict=True)]))
+
+
+def run_dsv4_attention(layer, x):
+    """The attention block on ``x`` ``(S, D)`` (positions 0..S-1, empty state).
+
+    Returns an :class:`golden.hwpath.HwTrace`; ``out_ref`` equals
+    ``layer.attention(layer.init_state(), x_bf16, positions)`` (tested).
+    """
+    c = layer.cfg
+    s, h, d, eps = x.shape[0], c.num_attention_heads, c.head_dim, c.rms_norm_eps
+    pos = np.arange(s)
+    p = layer.p
+    tr = HwTrace()
+    xb = to_bf16(x)
+    xr = bf16_value(xb)
+
+    qa_b = va_rmsnorm(
+        ma_matmul(xb, p("self_attn.q_a_proj.weight"), "bf16"), p("self_attn.q_a_norm.weight"), eps
+    )
+    qa_r = rms_norm(xr @ p("self_attn.q_a_proj.weight").T, p("self_attn.q_a_norm.weight"), eps)
+    tr.add("query low-rank + RMSNorm", "MA+VA", qa_b, qa_r)
+    wqb = p("self_attn.q_b_proj.weight")
+    q_b = ma_matmul(qa_b, wqb, "bf16").reshape(s, h, d)
+    q_r = (qa_r @ wqb.T).reshape(s, h, d)
+    q_b = va_rmsnorm(q_b.reshape(s * h, d), np.ones(d), eps).reshape(s, h, d)
+    q_r = rms_norm(q_r, eps=eps)
+    q_b, q_r = _rope_rows(layer, q_b, q_r, pos, layer.inv_attn, layer.attn_scale)
+    tr.add("query (per-head norm + RoPE)", "MA+VA", q_b, q_r)
+    wkv = p("self_attn.kv_proj.weight")
+    kv_b = va_rmsnorm(ma_matmul(xb, wkv, "bf16"), p("self_attn.kv_norm.weight"), eps)
+    kv_r = rms_norm(xr @ wkv.T, p("self_attn.kv_norm.weight"), eps)
+    kv_b, kv_r = _rope_rows(layer, kv_b[:, None, :], kv_r[:, None, :], pos, layer.inv_attn, layer.attn_scale)
+    kv_b, kv_r = kv_b[:, 0], kv_r[:, 0]
+    tr.add("shared K = V (norm + RoPE)", "MA+VA", kv_b, kv_r)
+
+    win = c.sliding_window
+    tok = pos[:, None] + np.arange(win)[None, :] - (win - 1)
+    tok = np.where(tok >= 0, tok, -1)
+    ent_b = ent_r = np.zeros((s, 0), np.int64)
+    entries_b, entries_r = np.zeros((0, d), np.uint16), np.zeros((0, d))
+    agree = None
+    if layer.type != SWA:
+        entries_b, entries_r = _compress(
+            layer, tr, xb, xr, "self_attn.compressor", layer.type == CSA, d, "compressor"
+        )
+        n_ent = entries_b.shape[0]
+        visible = np.arange(n_ent)[None, :] < ((pos + 1) // layer.rate)[:, None]
+        if layer.type == CSA:
+            ent_b, ent_r, agree = _indexer(layer, tr, xb, xr, qa_b, qa_r, pos, visible)
+        else:
+            ent_b = ent_r = np.where(visible, np.arange(n_ent)[None, :], -1)
+
+    scale_b = to_bf16(d**-0.5)
+    sinks = p("self_attn.sinks")
+    sink_b = to_bf16(sinks)
+    out_b = np.zeros((s, h, d), np.uint16)
+    out_r = np.zeros((s, h, d))
+    for t in range(s):
+        sel_tok = tok[t][tok[t] >= 0]
+        # exact: GEMM q·Kᵀ, SCALE, the sink as one more element of each SOFTMAX row, GEMM P·V
+        keys = np.concatenate([kv_b[sel_tok], entries_b[ent_b[t][ent_b[t] >= 0]]])
+        sc = va.scale_bf16(va.f32_to_bf16(gemm_bf16(q_b[t], keys.T.copy())), scale_b)
+        rows = np.concatenate([sc, sink_b[:, None]], axis=1)
+        pr = np.stack([va.softmax_bf16(r) for r in rows])[:, :-1]
+        out_b[t] = va.f32_to_bf16(gemm_bf16(pr, keys.copy()))
+        # float64, with the float64 chain's own key set
+        keys = np.concatenate([kv_r[sel_tok], entries_r[ent_r[t][ent_r[t] >= 0]]])
+        lg = np.concatenate([q_r[t] @ keys.T * d**-0.5, sinks[:, None]], axis=1)
+        out_r[t] = softmax(lg, axis=-1)[:, :-1] @ keys
+    same = np.array([set(a[a >= 0]) == set(b[b >= 0]) for a, b in zip(ent_b, ent_r, strict=True)])
+    tr.add("attention (queries selecting alike)", "MA+VA", out_b[same], out_r[same], agree)
+    out_b, out_r = _rope_rows(layer, out_b, out_r, pos, layer.inv_attn, layer.attn_scale, inverse=True)
+    g = c.o_groups
+    wa = p("self_attn.o_a_proj.weight").reshape(g, c.o_lora_rank, -1)
+    grp_b = np.concatenate(
+        [ma_matmul(out_b.reshape(s, g, -1)[:, j], wa[j], "bf16") for j in range(g)], axis=1
+    )
+    grp_r = np.einsum("sgi,gri->sgr", out_r.reshape(s, g, -1), wa).reshape(s, -1)
+    wb = p("self_attn.o_b_proj.weight")
+    tr.out_bits, tr.out_ref = ma_matmul(grp_b, wb, "bf16"), grp_r @ wb.T
+    tr.add(
+        "output (inverse RoPE + grouped projection), selecting alike",
+        "MA+VA",
+        tr.out_bits[same],
+        tr.out_ref[same],
+        agree,
+    )
+    return tr
+
+
+def _indexer(layer, tr, xb, xr, qa_b, qa_r, pos, visible):
+    c = layer.cfg
+    pre = "self_attn.compressor.indexer"
+    s, hi, di = xb.shape[0], c.index_n_heads, c.index_head_dim
+    keys_b, keys_r = _compress(layer, tr, xb, xr, pre, True, di, "indexer compressor")
+    wq = layer.p(f"{pre}.q_b_proj.weight")
+    q_b, q_r = ma_matmul(qa_b, wq, "bf16").reshape(s, hi, di), (qa_r @ wq.T).reshape(s, hi, di)
+    q_b, q_r = _rope_rows(layer, q_b, q_r, pos, layer.inv_comp, layer.rope_scale)
+    ww = layer.p(f"{pre}.scorer.weights_proj.weight")
+    w_b = va.scale_bf16(ma_matmul(xb, ww, "bf16"), to_bf16(hi**-0.5))
+    w_r = (xr @ ww.T) * hi**-0.5
+    dots_b = va.f32_to_bf16(gemm_bf16(q_b.reshape(s * hi, di), keys_b.T.copy())).reshape(s, hi, -1)
+    relu_b = np.where((dots_b & 0x8000) != 0, np.uint16(0), dots_b)  # VA ReLU (see above)
+    relu_b = va.scale_bf16(relu_b, to_bf16(di**-0.5))
+    sc_b = np.zeros((s, keys_b.shape[0]), np.uint16)
+    for j in range(hi):
+        sc_b = va.add_bf16(
+            sc_b, va.mul_bf16(relu_b[:, j], np.broadcast_to(w_b[:, j, None], relu_b[:, j].shape))
+        )
+    sc_r = np.einsum("sht,sh->st", np.maximum(np.einsum("shd,td->sht", q_r, keys_r), 0) * di**-0.5, w_r)
+    tr.add("indexer scores", "MA+VA", sc_b[visible], sc_r[visible])
+    k = min(c.index_topk, keys_b.shape[0])
+    low = to_bf16(-np.inf)
+    sel_b = np.stack([va.topk_bf16(np.where(visible[t], sc_b[t], low), k)[1] for t in range(s)]).astype(
+        np.int64
+    )
+    sel_b = np.where(np.take_along_axis(visible, sel_b, 1), sel_b, -1)
+    order = np.argsort(-np.where(visible, sc_r, -np.inf), axis=1, kind="stable")[:, :k]
+    sel_r = np.where(np.take_along_axis(visible, order, 1), order, -1)
+    agree = _agree(sel_b, sel_r)
+    tr.stages[-1].agree = agree
+    return sel_b, sel_r, agree

@@ -22,11 +22,11 @@ import numpy as np
 
 from . import va
 from .attn.primitives import rms_norm, softmax
-from .hwpath import HwTrace, bf16_value, ma_matmul, to_bf16, va_rmsnorm
+from .hwpath import HwTrace, bf16_value, ma_matmul, to_bf16, va_recip, va_rmsnorm
 from .ma import gemm_bf16
 from .presets.deepseek_v4 import CSA, SWA
 
-__all__ = ["run_dsv4_attention"]
+__all__ = ["run_dsv4_attention", "run_dsv4_hyper"]
 
 
 def _rope_rows(layer, x_bits, x_ref, positions, inv, scale, inverse=False):
@@ -212,3 +212,87 @@ def _indexer(layer, tr, xb, xr, qa_b, qa_r, pos, visible):
     agree = _agree(sel_b, sel_r)
     tr.stages[-1].agree = agree
     return sel_b, sel_r, agree
+
+
+def _va_sum(x_bits, axis):
+    """VA SUM of every vector along ``axis`` (32 lanes), rounded to bf16."""
+    sums = np.apply_along_axis(lambda v: np.uint32(va.sum_bf16(v, 32)), axis, x_bits)
+    return va.f32_to_bf16(sums.astype(np.uint32))
+
+
+def _va_sigmoid(z_bits):
+    """1 / (1 + exp(-z)): EXP of the sign-flipped input, ADD 1, reciprocal."""
+    e = va.exp_bf16(np.asarray(z_bits, np.uint16) ^ np.uint16(0x8000))
+    return va_recip(va.add_bf16(e, np.full(e.shape, to_bf16(1.0), np.uint16)))
+
+
+def run_dsv4_hyper(layer, streams, block_out, name="attn_hc"):
+    """One hyper-connection: weights, collapse, and merge of ``block_out`` ``(S, D)``.
+
+    ``streams`` ``(S, n, D)``. Both chains start from the bf16-rounded streams and block
+    output. Returns an :class:`golden.hwpath.HwTrace` whose ``out_bits`` / ``out_ref`` are
+    the merged streams.
+    """
+    c = layer.cfg
+    eps, n = c.hc_eps, c.hc_mult
+    s = streams.shape[0]
+    tr = HwTrace()
+    sb, ob = to_bf16(streams), to_bf16(block_out)
+    sr, orf = bf16_value(sb), bf16_value(ob)
+    fn, base, scale = layer.p(f"{name}.fn"), layer.p(f"{name}.base"), layer.p(f"{name}.scale")
+
+    flat_b = va_rmsnorm(sb.reshape(s, -1), np.ones(n * sb.shape[2]), c.rms_norm_eps)
+    mix_b = ma_matmul(flat_b, fn, "bf16")
+    mix_r = rms_norm(sr.reshape(s, -1), eps=c.rms_norm_eps) @ fn.T
+    tr.add(f"{name}: RMSNorm + mixing GEMM", "MA+VA", mix_b, mix_r)
+
+    def affine(bits, k, sl):
+        return va.add_bf16(
+            va.scale_bf16(bits[:, sl], to_bf16(scale[k])),
+            np.broadcast_to(to_bf16(base[sl]), (s, sl.stop - sl.start)),
+        )
+
+    eps_b = to_bf16(eps)
+    pre_b = va.add_bf16(_va_sigmoid(affine(mix_b, 0, slice(0, n))), np.full((s, n), eps_b, np.uint16))
+    pre_r = 1 / (1 + np.exp(-(mix_r[:, :n] * scale[0] + base[:n]))) + eps
+    post_b = va.scale_bf16(_va_sigmoid(affine(mix_b, 1, slice(n, 2 * n))), to_bf16(2.0))
+    post_r = 2 / (1 + np.exp(-(mix_r[:, n : 2 * n] * scale[1] + base[n : 2 * n])))
+    tr.add(f"{name}: pre (sigmoid)", "VA", pre_b, pre_r)
+    tr.add(f"{name}: post (2·sigmoid)", "VA", post_b, post_r)
+
+    logits_b = affine(mix_b, 2, slice(2 * n, 2 * n + n * n)).reshape(s, n, n)
+    comb_b = np.stack([[va.softmax_bf16(r) for r in m] for m in logits_b])
+    comb_b = va.add_bf16(comb_b, np.full(comb_b.shape, eps_b, np.uint16))
+    comb_r = (
+        softmax(mix_r[:, 2 * n :].reshape(s, n, n) * scale[2] + base[2 * n :].reshape(n, n), axis=-1) + eps
+    )
+
+    def normalize(bits, ref, axis):
+        tot = va.add_bf16(
+            _va_sum(bits, axis),
+            np.full(bits.shape[: axis % 3] + bits.shape[axis % 3 + 1 :], eps_b, np.uint16),
+        )
+        bits = va.mul_bf16(bits, np.broadcast_to(np.expand_dims(va_recip(tot), axis), bits.shape))
+        return bits, ref / (ref.sum(axis=axis, keepdims=True) + eps)
+
+    comb_b, comb_r = normalize(comb_b, comb_r, -2)
+    for _ in range(c.hc_sinkhorn_iters - 1):
+        comb_b, comb_r = normalize(comb_b, comb_r, -1)
+        comb_b, comb_r = normalize(comb_b, comb_r, -2)
+    tr.add(f"{name}: comb (softmax + Sinkhorn)", "VA", comb_b, comb_r)
+
+    coll_b = np.zeros((s, sb.shape[2]), np.uint16)
+    for j in range(n):
+        coll_b = va.add_bf16(coll_b, va.mul_bf16(sb[:, j], np.broadcast_to(pre_b[:, j, None], coll_b.shape)))
+    tr.add(f"{name}: collapse", "VA", coll_b, np.einsum("sn,snd->sd", pre_r, sr))
+
+    merged_b = np.empty_like(sb)
+    for k in range(n):
+        acc = va.mul_bf16(ob, np.broadcast_to(post_b[:, k, None], ob.shape))
+        for j in range(n):
+            acc = va.add_bf16(acc, va.mul_bf16(sb[:, j], np.broadcast_to(comb_b[:, j, k, None], ob.shape)))
+        merged_b[:, k] = acc
+    tr.out_bits = merged_b
+    tr.out_ref = post_r[:, :, None] * orf[:, None, :] + np.einsum("sjk,sjd->skd", comb_r, sr)
+    tr.add(f"{name}: merge", "VA", merged_b, tr.out_ref)
+    return tr

@@ -6,7 +6,8 @@ Runs :func:`golden.hwpath.run_notes_layer` on a ``notes`` layer of moderate size
 tier engaged) with random weights and inputs, in both MA modes, and
 :func:`golden.hwpath_dsv4.run_dsv4_attention` on the attention blocks of the first three
 layers (sliding, CSA, HCA) of the transformers-checked fixture ``tests/data/dsv4_tiny.npz``
-on its 300 tokens. Prints one Markdown table per case: each stage's max abs error against
+on its 300 tokens, and :func:`golden.hwpath_dsv4.run_dsv4_hyper` on its first layer's two
+hyper-connections. Prints one Markdown table per case: each stage's max abs error against
 the float64 chain, that error relative to the stage's largest magnitude, and for the
 selections the fraction of tokens whose set agrees with float64.
 """
@@ -20,7 +21,7 @@ import numpy as np
 from golden.attn import hyper
 from golden.attn.primitives import rms_norm
 from golden.hwpath import run_notes_layer
-from golden.hwpath_dsv4 import run_dsv4_attention
+from golden.hwpath_dsv4 import run_dsv4_attention, run_dsv4_hyper
 from golden.presets.deepseek_v4 import DeepseekV4Config, DeepseekV4Model
 from golden.presets.notes import NotesConfig, NotesModel, random_weights
 
@@ -69,6 +70,13 @@ def main():
         x = rms_norm(hyper.hc_collapse(streams, pre), layer.p("input_layernorm.weight"), cfg.rms_norm_eps)
         print(f"deepseek-v4 fixture layer {i} ({layer.type}) attention block, {x.shape[0]} tokens:\n")
         print(run_dsv4_attention(layer, x).table() + "\n", flush=True)
+    layer = model.layers[0]
+    streams = model.embed(d["input_ids"])
+    print("deepseek-v4 fixture layer 0 hyper-connections (the reference's block outputs merged):\n")
+    print(run_dsv4_hyper(layer, streams, d["l0.attn_out"].astype(np.float64), "attn_hc").table())
+    after = d["l0.after_attn"].astype(np.float64)
+    tr = run_dsv4_hyper(layer, after, d["l0.moe_out"].astype(np.float64), "ffn_hc")
+    print("\n".join(tr.table().splitlines()[2:]) + "\n", flush=True)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,8 @@ import pathlib
 import numpy as np
 import pytest
 
+from golden.attn import hyper
+from golden.attn.primitives import rms_norm
 from golden.presets.deepseek_v4 import CSA, DeepseekV4Config, DeepseekV4Model
 
 FIXTURE = pathlib.Path(__file__).parent / "data" / "dsv4_tiny.npz"
@@ -129,6 +131,11 @@ def test_fixture_engages_every_mechanism(ref):
     assert cfg.rope_scaling is not None and "hash_moe" in cfg.mlp_layer_types
     rec = run_layer(model, data, 1)
     assert (rec["index_topk"] >= 0).sum(axis=1).max() == cfg.index_topk
+    layer = model.layers[1]
+    pre, _, _ = layer._hc("ffn_hc", rec["after_attn"])
+    x = rms_norm(hyper.hc_collapse(rec["after_attn"], pre), layer.p("post_attention_layernorm.weight"))
+    gate_up = np.einsum("sd,eid->sei", x, layer.p("mlp.experts.gate_up_proj"))
+    assert np.mean(np.abs(gate_up) > cfg.swiglu_limit) > 0.05
 
 
 def test_whole_model_matches(ref):

@@ -4,32 +4,16 @@ import numpy as np
 import pytest
 
 from golden.hwpath import bf16_value, run_notes_layer, to_bf16
-from golden.presets.notes import NotesConfig, NotesModel, random_weights
+from golden.presets.notes import NotesModel, random_weights
+
+from .test_golden_attn_notes import tiny
 
 SEED = 5
 
 
 @pytest.fixture(scope="module")
 def layer():
-    cfg = NotesConfig(
-        vocab_size=50,
-        hidden_size=32,
-        num_hidden_layers=1,
-        num_heads=4,
-        num_kv_heads=2,
-        head_dim=8,
-        csa_window=8,
-        hca_chunks=2,
-        hca_chunk=4,
-        swa_window=8,
-        swa_overlap=2,
-        refresh=4,
-        mhc_chunk=16,
-        n_experts=8,
-        primary_topk=4,
-        final_topk=2,
-        moe_intermediate_size=16,
-    )
+    cfg = tiny(hidden_size=32, num_hidden_layers=1, hca_chunks=2, moe_intermediate_size=16)
     return NotesModel(cfg, random_weights(cfg, SEED)).layers[0]
 
 

@@ -25,7 +25,8 @@ from amaranth.hdl import Shape
 from amaranth.lib import enum, wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["AxiResp", "AXI4LiteSignature", "AXI4Signature", "flat_members", "connect_flat"]
+__all__ = ["AxiResp", "AXI4LiteSignature", "AXI4Signature", "flat_members", "connect_flat",
+           "flat_interface"]
 
 
 class AxiResp(enum.Enum, shape=2):
@@ -276,3 +277,26 @@ def connect_flat(m, outer, prefix, inner):
             m.d.comb += value.eq(port)
         else:
             m.d.comb += port.eq(value)
+
+
+def flat_interface(m, outer, prefix, signature):
+    """An interface of ``signature`` joined to the flat ports ``<prefix>_<name>`` of
+    ``outer``, seen from outside ``outer`` (the mirror of :func:`connect_flat`).
+
+    ``signature`` is the link as ``outer`` declared it, e.g. ``AXI4Signature(64, 128)`` for
+    ports made by ``flat_members("m_axi_gmem", Out(AXI4Signature(64, 128)))``. The result
+    stands for ``outer``'s end of the link, so ``wiring.connect(m, result, ram.axi)`` joins
+    a submodule's master ports to a slave. For ``In(...)`` ports pass
+    ``signature.flip()``.
+    """
+    iface = signature.create()
+    for path, leaf, value in signature.flatten(iface):
+        name = _flat_name(prefix, path)
+        port = getattr(outer, name, None)
+        if port is None:
+            raise TypeError(f"{type(outer).__name__} has no port {name!r}")
+        if leaf.flow == Out:
+            m.d.comb += value.eq(port)
+        else:
+            m.d.comb += port.eq(value)
+    return iface

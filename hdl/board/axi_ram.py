@@ -1,0 +1,134 @@
+"""On-chip memory with an AXI4 slave port, standing in for external memory on a board."""
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In
+from amaranth.utils import ceil_log2, exact_log2
+
+from hdl.board.bridge import HostWordSignature
+from hdl.common.axi import AXI4Signature, AxiResp
+
+__all__ = ["AxiRam"]
+
+AXI_BURST_INCR = 1
+
+
+class AxiRam(wiring.Component):
+    """``size`` bytes of block RAM behind an AXI4 slave (``axi``) and a host word port.
+
+    Rules:
+
+    1. ``axi`` serves INCR bursts of full-width beats (``axsize`` = log2 of the bus bytes),
+       one beat a cycle when the master is ready, one read and one write burst at a time.
+       Byte address ``a`` is word ``a // bus bytes``; an address's low bits are ignored.
+    2. A beat outside the memory, or of a burst that is not INCR with full-width beats, is
+       answered SLVERR: reads return 0, writes change nothing. Physical addresses are
+       bytes from 0; the memory does not wrap.
+    3. ``host`` (32-bit words, for the UART bridge) is served between bursts, ahead of a
+       waiting burst, so the host gets in even while a block streams; the host should
+       only touch memory while no command runs.
+    """
+
+    def __init__(self, data_width=128, size=64 * 1024, addr_width=64):
+        if data_width not in (64, 128, 256, 512):
+            raise ValueError(f"data width must be 64, 128, 256 or 512 bits, not {data_width!r}")
+        if not isinstance(size, int) or size < data_width // 8 or size & (size - 1):
+            raise ValueError(f"size must be a power of two of at least one bus word, not {size!r}")
+        self.data_width, self.size = data_width, size
+        self.depth = size // (data_width // 8)
+        super().__init__({
+            "axi": In(AXI4Signature(addr_width, data_width, 1)),
+            "host": In(HostWordSignature()),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        bus_bytes = self.data_width // 8
+        log_bb = exact_log2(bus_bytes)
+        m.submodules.mem = mem = Memory(shape=self.data_width, depth=self.depth, init=[])
+        wr = mem.write_port(granularity=8)
+        rd = mem.read_port()
+        axi, host = self.axi, self.host
+        word_bits = max(ceil_log2(self.depth), 1)
+
+        def locate(byte_addr):
+            """(word index, in range) of a byte address."""
+            word = byte_addr[log_bb:]
+            return word[:word_bits], (word >> word_bits) == 0
+
+        host_word, host_ok = locate(host.req.payload.addr)
+        host_lane = host.req.payload.addr[2:log_bb]
+        host_read = host.req.valid & ~host.req.payload.write
+        host_write = host.req.valid & host.req.payload.write
+        resp_valid, resp_error = Signal(), Signal()
+        resp_lane = Signal(max(log_bb - 2, 1))
+        resp_read = Signal()
+        m.d.comb += [host.resp.valid.eq(resp_valid), host.resp.payload.error.eq(resp_error),
+                     host.resp.payload.data.eq(
+                         Mux(resp_read & ~resp_error, rd.data.word_select(resp_lane, 32), 0))]
+        with m.If(host.resp.ready):
+            m.d.sync += resp_valid.eq(0)
+
+        # --- reads: the word read in a cycle is offered on R the next cycle.
+        # Word indices carry two bits more than the memory needs, so an address past the
+        # end stays past the end for the rest of its burst.
+        r_word, r_left = Signal(word_bits + 2), Signal(8)
+        r_id, r_bad, r_out_bad = Signal(1), Signal(), Signal()
+        r_burst = Signal()
+        advance = ~axi.rvalid | axi.rready
+        m.d.comb += rd.en.eq(0)               # the port's enable is 1 unless driven
+        m.d.comb += [axi.rdata.eq(Mux(r_out_bad, 0, rd.data)),
+                     axi.rresp.eq(Mux(r_out_bad, AxiResp.SLVERR, AxiResp.OKAY))]
+        with m.If(advance):
+            m.d.sync += axi.rvalid.eq(0)
+        host_reads = ~r_burst & ~axi.rvalid & host_read & ~resp_valid
+        # A host read's word stays on the port's output until the bridge takes it.
+        m.d.comb += axi.arready.eq(~r_burst & ~(host_read & ~resp_valid)
+                                   & ~(resp_valid & resp_read))
+        with m.If(host_reads):
+            m.d.comb += [rd.addr.eq(host_word), rd.en.eq(1), host.req.ready.eq(1)]
+            m.d.sync += [resp_valid.eq(1), resp_error.eq(~host_ok), resp_lane.eq(host_lane),
+                         resp_read.eq(1)]
+        with m.If(axi.arvalid & axi.arready):
+            word, ok = locate(axi.araddr)
+            m.d.sync += [r_burst.eq(1), r_word.eq(Cat(word, ~ok, 0)), r_left.eq(axi.arlen),
+                         r_id.eq(axi.arid),
+                         r_bad.eq((axi.arburst != AXI_BURST_INCR) | (axi.arsize != log_bb))]
+        with m.If(r_burst & advance):
+            out_bad = r_bad | (r_word[word_bits:] != 0)
+            m.d.comb += [rd.addr.eq(r_word[:word_bits]), rd.en.eq(1)]
+            m.d.sync += [axi.rvalid.eq(1), axi.rlast.eq(r_left == 0), axi.rid.eq(r_id),
+                         r_out_bad.eq(out_bad), r_word.eq(r_word + 1), r_left.eq(r_left - 1)]
+            with m.If(r_left == 0):
+                m.d.sync += r_burst.eq(0)
+
+        # --- writes
+        w_word, w_id, w_bad, w_error = Signal(word_bits + 2), Signal(1), Signal(), Signal()
+        w_state = Signal(2)                       # 0 idle, 1 data, 2 response
+        host_writes = (w_state == 0) & host_write & ~resp_valid & ~host_reads
+        m.d.comb += axi.awready.eq((w_state == 0) & ~(host_write & ~resp_valid))
+        with m.If(host_writes):
+            m.d.comb += [wr.addr.eq(host_word), wr.data.eq(Cat(*([host.req.payload.data]
+                                                                 * (bus_bytes // 4)))),
+                         wr.en.eq(Mux(host_ok, Const(0xF, 4) << (host_lane << 2), 0)),
+                         host.req.ready.eq(1)]
+            m.d.sync += [resp_valid.eq(1), resp_error.eq(~host_ok), resp_read.eq(0)]
+        with m.If(axi.awvalid & axi.awready):
+            word, ok = locate(axi.awaddr)
+            m.d.sync += [w_state.eq(1), w_word.eq(Cat(word, ~ok, 0)), w_id.eq(axi.awid),
+                         w_error.eq(0),
+                         w_bad.eq((axi.awburst != AXI_BURST_INCR) | (axi.awsize != log_bb))]
+        m.d.comb += axi.wready.eq(w_state == 1)
+        with m.If(axi.wvalid & axi.wready):
+            bad = w_bad | (w_word[word_bits:] != 0)
+            m.d.comb += [wr.addr.eq(w_word[:word_bits]), wr.data.eq(axi.wdata),
+                         wr.en.eq(Mux(bad, 0, axi.wstrb))]
+            m.d.sync += [w_word.eq(w_word + 1), w_error.eq(w_error | bad)]
+            with m.If(axi.wlast):
+                m.d.sync += w_state.eq(2)
+        m.d.comb += [axi.bvalid.eq(w_state == 2), axi.bid.eq(w_id),
+                     axi.bresp.eq(Mux(w_error, AxiResp.SLVERR, AxiResp.OKAY))]
+        with m.If(axi.bvalid & axi.bready):
+            m.d.sync += w_state.eq(0)
+        return m

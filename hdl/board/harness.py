@@ -1,0 +1,62 @@
+"""The board harness: a standalone block with a UART bridge and on-chip memory."""
+
+from amaranth.hdl import ClockDomain, DomainRenamer, Module
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from hdl.board.axi_ram import AxiRam
+from hdl.board.bridge import UartBridge
+from hdl.board.uart import UartRx, UartTx, check_divisor
+from hdl.common.axi import AXI4LiteSignature, AXI4Signature, flat_interface
+
+__all__ = ["BoardHarness"]
+
+
+class BoardHarness(wiring.Component):
+    """Wraps a standalone top (``v4hw_*``: ``ap_clk``, ``ap_rst_n``, ``s_axi_control_*``,
+    ``m_axi_gmem_*``, ``interrupt``) for a board.
+
+    * ``clk`` / ``rst`` (active high, synchronous) clock the harness and become the
+      block's ``ap_clk`` and ``ap_rst_n``. The block defines its own domain from those
+      ports (renamed ``block`` here, so it stays apart from the harness's ``sync``); both
+      are the same clock net.
+    * ``uart_rx`` / ``uart_tx``: the :class:`~hdl.board.bridge.UartBridge` protocol at
+      ``divisor`` clock cycles per bit; it reaches ``s_axi_control`` and the memory.
+    * ``m_axi_gmem`` goes to :class:`~hdl.board.axi_ram.AxiRam` of ``mem_size`` bytes, whose
+      physical addresses start at 0.
+    * ``interrupt`` is passed out (for a LED).
+    """
+
+    def __init__(self, block, data_width, *, divisor, mem_size=64 * 1024):
+        check_divisor(divisor)
+        self.block, self.data_width = block, data_width
+        self.divisor, self.mem_size = divisor, mem_size
+        super().__init__({
+            "clk": In(1),
+            "rst": In(1),
+            "uart_rx": In(1, init=1),
+            "uart_tx": Out(1, init=1),
+            "interrupt": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        m.domains.sync = sync = ClockDomain()
+        m.d.comb += [sync.clk.eq(self.clk), sync.rst.eq(self.rst)]
+        block = self.block
+        m.submodules.block = DomainRenamer({"sync": "block"})(block)
+        m.submodules.uart_rx = rx = UartRx(self.divisor)
+        m.submodules.uart_tx = tx = UartTx(self.divisor)
+        m.submodules.bridge = bridge = UartBridge(timeout=16 * 10 * self.divisor)
+        m.submodules.ram = ram = AxiRam(self.data_width, self.mem_size)
+        m.d.comb += [block.ap_clk.eq(self.clk), block.ap_rst_n.eq(~self.rst),
+                     rx.rx.eq(self.uart_rx), self.uart_tx.eq(tx.tx),
+                     self.interrupt.eq(block.interrupt)]
+        wiring.connect(m, rx.data, bridge.rx)
+        wiring.connect(m, bridge.tx, tx.data)
+        wiring.connect(m, bridge.mem, ram.host)
+        control = flat_interface(m, block, "s_axi_control", AXI4LiteSignature(16, 32).flip())
+        wiring.connect(m, bridge.ctrl, control)
+        gmem = flat_interface(m, block, "m_axi_gmem", AXI4Signature(64, self.data_width, 1))
+        wiring.connect(m, gmem, ram.axi)
+        return m

@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: all setup demo test test-fast test-golden verilog regmap waves clean help
+.PHONY: all setup demo test test-fast test-golden verilog regmap waves clean help fpga fpga-synth
 
 all: help
 
@@ -17,6 +17,8 @@ help:
 	@echo "make test-golden the golden attention + MoE datapath tests only (seconds)"
 	@echo "make verilog    write build/v4hw_ma.v (default parameters)"
 	@echo "make regmap     regenerate the committed register-map files"
+	@echo "make fpga       ULX3S-85F bitstream of each block (yosys, nextpnr, ecppack; long)"
+	@echo "make fpga-synth yosys resource estimates of each block for ECP5 and UltraScale+"
 	@echo "make clean      remove build output (keeps the virtual environment)"
 
 # The environment is rebuilt only when the pinned requirements change.
@@ -41,7 +43,22 @@ ifeq ($(ICARUS),)
 	fi
 endif
 
-setup: $(STAMP) .icarus
+# tclsh checks the Vivado script against a stub (tests/test_fpga_constraints.py).
+TCLSH := $(shell command -v tclsh 2>/dev/null)
+.tcl:
+ifeq ($(TCLSH),)
+	@if command -v apt-get >/dev/null 2>&1; then \
+	    SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	    echo "installing Tcl (apt-get install tcl)"; \
+	    $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq tcl >/dev/null; \
+	else \
+	    echo "error: tclsh is not installed and apt-get is not available; install Tcl 8.6"; \
+	    echo "with your system's package manager, then rerun make."; \
+	    exit 1; \
+	fi
+endif
+
+setup: $(STAMP) .icarus .tcl
 
 demo: setup
 	$(BIN)/v4hw demo
@@ -60,6 +77,18 @@ verilog: setup
 
 regmap: setup
 	$(BIN)/v4hw regmap --update
+
+# Place and route is long (minutes for small blocks, much longer for P=8) and the machine
+# is shared: one run at a time, at low priority. The first run of each YoWASP tool
+# compiles it into ~/.cache/YoWASP (about 30 s each); later runs start at once.
+FPGA_BLOCKS := ma
+
+fpga: setup
+	for block in $(FPGA_BLOCKS); do nice -n 10 $(BIN)/v4hw build $$block --board ulx3s-85f || exit 1; done
+
+fpga-synth: setup
+	for block in $(FPGA_BLOCKS); do for target in ecp5 xcup; do \
+	    nice -n 10 $(BIN)/v4hw synth $$block --target $$target || exit 1; done; done
 
 clean:
 	rm -rf build sim_build .pytest_cache

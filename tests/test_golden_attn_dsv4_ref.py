@@ -14,6 +14,7 @@ reference scores in float32). Such rows are counted and printed; the layer's num
 then compared with the reference's picks substituted, so the check stays at 1e-5.
 """
 
+import copy
 import json
 import pathlib
 
@@ -155,3 +156,38 @@ def test_whole_model_matches(ref):
             h_next = layer.forward(layer.init_state(), h, pos, ids, None, data[f"l{i}.index_topk"])
         h = h_next
     assert np.max(np.abs(model.head(h) - data["final"])) < TOL
+
+
+@pytest.mark.parametrize("i", range(4))
+def test_decode_matches_transformers_cache(ref, i):
+    """Against transformers' own cached decode (tokens 0..249 in one call, then one per
+    call): the golden layer's state is built from the reference's prefill inputs, then each
+    step is fed the reference's input for that step and compared at 1e-5. Tie rows of the
+    indexer are handled as in the full pass (checked, then the reference's picks followed)."""
+    cfg, model, data = ref
+    ids = data["input_ids"]
+    t0 = int(data["decode_from"])
+    layer = model.layers[i]
+    st = layer.init_state()
+    prefill_in = model.embed(ids[:t0]) if i == 0 else data[f"pre.l{i - 1}.output"].astype(np.float64)
+    layer.forward(st, prefill_in, np.arange(t0), ids[:t0])
+    ties = []
+    for j, t in enumerate(range(t0, ids.size)):
+        x = (
+            model.embed(ids[t : t + 1])
+            if i == 0
+            else data[f"dec.l{i - 1}.output"][j : j + 1].astype(np.float64)
+        )
+        override = None
+        if cfg.layer_types[i] == CSA:
+            rec = {}
+            layer.forward(copy.deepcopy(st), x, [t], ids[t : t + 1], rec)
+            picks = data[f"dec.l{i}.index_topk"][j : j + 1]
+            c = compare_picks(rec["index_scores"], rec["index_topk"], picks)
+            assert not c["mismatch"], f"step {t}: picks differ outside any tie"
+            ties += [t] * (len(c["exact_tie"]) + len(c["near_tie"]))
+            override = picks
+        out = layer.forward(st, x, [t], ids[t : t + 1], None, override)
+        err = np.max(np.abs(out - data[f"dec.l{i}.output"][j : j + 1]))
+        assert err < TOL, f"layer {i} decode step {t}: max abs error {err:.3g}"
+    print(f"layer {i} decode: {ids.size - t0} steps within {TOL}, tie steps {ties}")

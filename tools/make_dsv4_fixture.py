@@ -26,7 +26,10 @@ What it does:
   bases and scales, the hash table), so that no term of the datapath is invisible;
 - the model runs in float64 (``model.double()``), full sequence, no cache. Some steps of
   the reference still compute in float32 by design (RMSNorm, the indexer's scores, the
-  compressor's softmax, cos/sin): those set the agreement the test can ask for.
+  compressor's softmax, cos/sin): those set the agreement the test can ask for;
+- then transformers' own cached decode: tokens 0..249 in one call (its layer outputs:
+  ``pre.*``), 250..299 one per call (each step's layer outputs and indexer picks:
+  ``dec.*``), so that the golden decode state is checked against the reference's.
 """
 
 import argparse
@@ -35,9 +38,10 @@ import pathlib
 
 import numpy as np
 import torch
-from transformers import DeepseekV4Config, DeepseekV4Model
+from transformers import DeepseekV4Config, DeepseekV4Model, DynamicCache
 
 SEQ_LEN = 300
+DECODE_FROM = 250  # transformers' cached decode: one call for these, then one token per call
 
 TINY = dict(
     vocab_size=256,
@@ -109,6 +113,45 @@ def randomize(model, gen):
                     for _ in range(b.shape[0])
                 ]
                 b.copy_(torch.stack(rows))
+
+
+def decode_steps(model, ids, arr):
+    """transformers' own decode: the first DECODE_FROM tokens in one cached call, then one
+    token per call; per step, each layer's output streams and each indexer's picks."""
+    steps = {}
+
+    def keep(key, fn):
+        def hook(_mod, args, kwargs, out):
+            steps.setdefault(key, []).append(fn(out))
+
+        return hook
+
+    hooks = []
+    for i, layer in enumerate(model.layers):
+        hooks.append(
+            layer.register_forward_hook(
+                keep(f"l{i}.output", lambda o: arr(o).astype(np.float32)), with_kwargs=True
+            )
+        )
+        comp = layer.self_attn.compressor
+        if comp is not None and hasattr(comp, "indexer"):
+            hooks.append(
+                comp.indexer.register_forward_hook(
+                    keep(f"l{i}.index_topk", lambda o: o[0].numpy().copy()), with_kwargs=True
+                )
+            )
+    with torch.no_grad():
+        cache = DynamicCache(config=model.config)
+        model(input_ids=ids[:, :DECODE_FROM], past_key_values=cache, use_cache=True)
+        # The cached prefill's own layer outputs: its indexer breaks ties among fewer
+        # entries than the full pass does, so its outputs (and the state built from them)
+        # may differ from the full pass's on tie rows; the golden state is built from these.
+        prefill = {key: values.pop() for key, values in steps.items()}
+        for t in range(DECODE_FROM, ids.shape[1]):
+            model(input_ids=ids[:, t : t + 1], past_key_values=cache, use_cache=True)
+    for h in hooks:
+        h.remove()
+    return prefill, steps
 
 
 def main():
@@ -189,6 +232,7 @@ def main():
         out = model(input_ids=ids, use_cache=False).last_hidden_state
     for h in hooks:
         h.remove()
+    prefill, steps = decode_steps(model, ids, arr)
 
     data = {
         "config_json": np.array(json.dumps(config.to_dict(), default=str)),
@@ -211,6 +255,11 @@ def main():
         if f"l{i}.index_topk" in rec:
             data[f"l{i}.index_topk"] = rec[f"l{i}.index_topk"]
             data[f"l{i}.index_scores"] = rec[f"l{i}.index_scores"]
+    data["decode_from"] = np.array(DECODE_FROM)
+    for key, values in steps.items():
+        data[f"dec.{key}"] = np.concatenate(values)
+    for i in range(config.num_hidden_layers):
+        data[f"pre.l{i}.output"] = prefill[f"l{i}.output"]
     path = pathlib.Path(args.output)
     path.parent.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(path, **data)

@@ -166,7 +166,7 @@ def arbiter_grant_bound(channels, age_limit):
     return 0 if channels == 1 else age_limit + channels - 2
 
 
-def arbiter_wait_bound(channels, age_limit, max_burst, latency, outstanding=16,
+def arbiter_wait_bound(channels, age_limit, max_burst, latency, outstanding,
                        pipeline=8):
     """Cycles from a read request's sending to its first response word, at most, for a
     channel whose client takes its answers at once, when the memory answers every read

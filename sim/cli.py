@@ -27,10 +27,12 @@ def _ma_top(params):
 
 def _mc_top(params):
     from hdl.mc.core import check_parameters
+    from hdl.mc.prefetch import check_lines
     from hdl.top.mc import McTop
     check_parameters(params["CHANNELS"], params["DATA_WIDTH"], params["AGE_LIMIT"])
+    check_lines(params["PREFETCH_LINES"])
     return McTop(channels=params["CHANNELS"], data_width=params["DATA_WIDTH"],
-                 age_limit=params["AGE_LIMIT"])
+                 age_limit=params["AGE_LIMIT"], prefetch_lines=params["PREFETCH_LINES"])
 
 
 def _va_top(params):
@@ -43,7 +45,8 @@ def _va_top(params):
 # block name → (Verilog module name, accepted parameters with defaults, top factory)
 BLOCKS = {
     "ma": ("v4hw_ma", {"P": 8, "DATA_WIDTH": 128}, _ma_top),
-    "mc": ("v4hw_mc", {"CHANNELS": 4, "DATA_WIDTH": 128, "AGE_LIMIT": 8}, _mc_top),
+    "mc": ("v4hw_mc", {"CHANNELS": 4, "DATA_WIDTH": 128, "AGE_LIMIT": 8,
+                       "PREFETCH_LINES": 32}, _mc_top),
     "va": ("v4hw_va", {"L": 32, "DATA_WIDTH": 128}, _va_top),
 }
 

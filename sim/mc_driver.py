@@ -113,10 +113,11 @@ class McBench:
     """
 
     def __init__(self, dut, *, channels=4, data_width=128, req_depth=4, wdata_depth=16,
-                 resp_depth=32, latency=20, rng=None):
+                 resp_depth=64, prefetch_lines=32, latency=20, rng=None):
         self.dut, self.rng = dut, rng or random.Random(0)
         self.channels, self.data_width, self.lanes = channels, data_width, data_width // 8
         self.req_depth, self.wdata_depth, self.resp_depth = req_depth, wdata_depth, resp_depth
+        self.prefetch_lines = prefetch_lines
         self.timing = Timing(PERIOD_NS)
         self.axil = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axi_control"), dut.ap_clk,
                                   dut.ap_rst_n, reset_active_level=False)
@@ -297,6 +298,10 @@ class McBench:
         assert not self.ram.violations, self.ram.violations[:5]
         if self.failures:
             raise AssertionError(self.failures[0])
+
+    async def cycles(self, n):
+        for _ in range(n):
+            await FallingEdge(self.dut.ap_clk)
 
     def check_memory(self, addresses):
         """Every byte in ``addresses`` holds a legal value (nothing outside a write's

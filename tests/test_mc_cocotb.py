@@ -21,12 +21,14 @@ TOPLEVEL = "v4hw_mc"
 TESTBENCH = "tests.mc_tb"
 TIMEOUT_S = {"icarus": 600, "verilator": 300}
 CONFIGS = {
-    "default": dict(req_depth=4, wdata_depth=16, resp_depth=32),
-    "credits1": dict(req_depth=1, wdata_depth=1, resp_depth=1),
+    "default": dict(req_depth=4, wdata_depth=16, resp_depth=64, prefetch_lines=32),
+    "credits1": dict(req_depth=1, wdata_depth=1, resp_depth=1, prefetch_lines=4),
 }
 TESTS = ["registers", "random_traffic", "credits_stress", "write_then_read", "errors",
-         "starvation"]
+         "starvation", "prefetch_sequential", "prefetch_invalidate"]
 CREDITS1_TESTS = ["random_traffic", "credits_stress", "errors"]
+# Measurements: thousands of requests, minutes on Icarus, seconds on Verilator.
+VERILATOR_TESTS = ["throughput", "latency_per_class"]
 
 
 @cache
@@ -49,6 +51,14 @@ def run(simulator, config, test):
 @pytest.mark.parametrize("simulator", SIMULATORS)
 def test_mc(simulator, test):
     run(simulator, "default", test)
+
+
+@pytest.mark.cocotb
+@pytest.mark.parametrize("test", VERILATOR_TESTS)
+def test_mc_measure(test):
+    """Performance figures (printed as "MC figure:" lines with -s), Verilator only: each
+    run moves about 20 000 words, which would take minutes on Icarus."""
+    run("verilator", "default", test)
 
 
 @pytest.mark.cocotb

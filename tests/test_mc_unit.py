@@ -35,7 +35,7 @@ def test_depths_are_checked():
         ClientChannelSignature(128, resp_depth=0)
     with pytest.raises(ValueError, match="depth"):
         CreditStreamSignature(RequestLayout(), 257)
-    assert ClientChannelSignature(128) == ClientChannelSignature(128, 4, 16, 32)
+    assert ClientChannelSignature(128) == ClientChannelSignature(128, 4, 16, 64)
 
 
 @pytest.mark.parametrize("channels", [1, 2, 4, 8])

@@ -135,7 +135,7 @@ class ClientChannelSignature(wiring.Signature):
     (``req_depth``, ``wdata_depth`` at the MC; ``resp_depth`` at the client), 1..256.
     """
 
-    def __init__(self, data_width, req_depth=4, wdata_depth=16, resp_depth=32):
+    def __init__(self, data_width, req_depth=4, wdata_depth=16, resp_depth=64):
         if data_width not in (64, 128, 256, 512):
             raise ValueError(f"data width must be 64, 128, 256 or 512 bits, not {data_width!r}")
         for name, depth in (("req_depth", req_depth), ("wdata_depth", wdata_depth),

@@ -1,7 +1,7 @@
 """The memory controller's core: channels, arbitration, and the memory port's paths."""
 
 from amaranth.hdl import Assert, Cat, Const, Module, Mux, Signal
-from amaranth.lib import data, wiring
+from amaranth.lib import data, enum, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
@@ -12,10 +12,13 @@ from hdl.common.memport import MemPortSignature
 from .arbiter import ClassArbiter
 from .channel import ID_BITS, ClientChannelSignature, ResponseLayout
 from .frontend import MAX_BURST, ChannelFrontend
+from .prefetch import LINE_BYTES, PrefetchBuffer, check_lines
 
 __all__ = ["McCore", "check_parameters", "OUTSTANDING"]
 
-OUTSTANDING = 16   # read and write bursts in flight on the memory port at most
+# Read and write bursts in flight on the memory port at most: enough to cover the
+# memory's latency with short bursts, few enough that a class's priority still shows.
+OUTSTANDING = 8
 
 
 def check_parameters(channels, data_width, age_limit):
@@ -27,9 +30,19 @@ def check_parameters(channels, data_width, age_limit):
         raise ValueError(f"age_limit must be an integer in 1..255, not {age_limit!r}")
 
 
+class ReadKind(enum.Enum, shape=2):
+    """What the read-tag queue's head is: words from memory for a channel, a prefetch
+    fill, or a hit served from the prefetch buffer."""
+    DEMAND = 0
+    FILL = 1
+    HIT = 2
+
+
 class _ReadTag(data.StructLayout):
-    def __init__(self, channels):
-        super().__init__({"chan": range(channels), "last": 1, "id": ID_BITS, "addr": 32})
+    def __init__(self, channels, lines, words_per_line):
+        super().__init__({"kind": ReadKind, "chan": range(channels), "last": 1, "id": ID_BITS,
+                          "addr": 32, "slot": range(lines),
+                          "word": range(words_per_line), "beats": range(MAX_BURST + 1)})
 
 
 class _WriteTag(data.StructLayout):
@@ -67,10 +80,12 @@ class McCore(wiring.Component):
     answers in order (one AXI ID), so the queues' order is the answers' order.
     """
 
-    def __init__(self, channels=4, data_width=128, *, age_limit=8, req_depth=4,
-                 wdata_depth=16, resp_depth=32, checks=False):
+    def __init__(self, channels=4, data_width=128, *, age_limit=8, prefetch_lines=32,
+                 req_depth=4, wdata_depth=16, resp_depth=64, checks=False):
         check_parameters(channels, data_width, age_limit)
+        check_lines(prefetch_lines)
         self.channels, self.data_width, self.age_limit = channels, data_width, age_limit
+        self.prefetch_lines = prefetch_lines
         self._checks = checks
         self.channel_signature = ClientChannelSignature(data_width, req_depth, wdata_depth,
                                                         resp_depth)
@@ -84,6 +99,12 @@ class McCore(wiring.Component):
             "ev_write": Out(range(channels + 1)),
             "ev_burst": Out(1),
             "ev_error": Out(range(channels + 3)),
+            "window": In(32),
+            "window_bad": Out(1),
+            "ev_hit": Out(1),
+            "ev_miss": Out(1),
+            "ev_prefetch": Out(1),
+            "ev_evicted": Out(range(prefetch_lines + 2)),
         })
 
     def elaborate(self, platform):
@@ -99,7 +120,9 @@ class McCore(wiring.Component):
             fes.append(fe)
 
         m.submodules.arbiter = arb = ClassArbiter(n, self.age_limit, checks=self._checks)
-        rtags, rtag_w, rtag_r = _fifo(m, "rtags", _ReadTag(n), OUTSTANDING)
+        wpl = max(LINE_BYTES // lanes, 1)
+        rtags, rtag_w, rtag_r = _fifo(m, "rtags", _ReadTag(n, self.prefetch_lines, wpl),
+                                      OUTSTANDING)
         wtags, wtag_w, wtag_r = _fifo(m, "wtags", _WriteTag(n, lanes), OUTSTANDING)
         btags, btag_w, btag_r = _fifo(m, "btags", _AckTag(n), OUTSTANDING)
 
@@ -127,12 +150,36 @@ class McCore(wiring.Component):
             m.d.sync += rd.valid.eq(0)
         with m.If(wr.ready):
             m.d.sync += wr.valid.eq(0)
+        pf = self._prefetch(m, lanes)
+        hit = Signal()
+        m.d.comb += [pf.look_line.eq(burst.last_line), hit.eq(pf.look_hit & burst.single & pf.on)]
         with m.If(advance & ~burst.write):
-            m.d.sync += [rd.valid.eq(1), rd.payload.addr.eq(burst.word << shift),
-                         rd.payload.len.eq(burst.beats - 1)]
             m.d.comb += [rtags.w_en.eq(1), rtag_w.chan.eq(arb.index), rtag_w.last.eq(burst.last),
                          rtag_w.id.eq(burst.id), rtag_w.addr.eq(burst.addr),
-                         self.ev_burst.eq(1)]
+                         rtag_w.slot.eq(pf.look_slot), rtag_w.word.eq(burst.word),
+                         rtag_w.beats.eq(burst.beats),
+                         pf.trigger.eq(burst.first), pf.trigger_addr.eq(burst.word << shift),
+                         pf.trigger_last_line.eq(burst.last_line)]
+            with m.If(hit):
+                m.d.comb += [rtag_w.kind.eq(ReadKind.HIT), pf.hit.eq(1), self.ev_hit.eq(1)]
+            with m.Else():
+                m.d.sync += [rd.valid.eq(1), rd.payload.addr.eq(burst.word << shift),
+                             rd.payload.len.eq(burst.beats - 1)]
+                m.d.comb += [rtag_w.kind.eq(ReadKind.DEMAND), self.ev_burst.eq(1),
+                             self.ev_miss.eq(burst.first)]
+        # A prefetch fill takes the read path in a cycle no channel does, and never while
+        # a write is in flight (its data could be older than the write's).
+        # (A separate If: an Elif would make the grant's signals depend on the fill's.)
+        with m.If(~advance & pf.fill.valid & can_read & ~btags.r_rdy & ~wtags.r_rdy):
+            m.d.comb += [pf.fill.ready.eq(1), rtags.w_en.eq(1), rtag_w.kind.eq(ReadKind.FILL),
+                         rtag_w.slot.eq(pf.fill.payload.slot), rtag_w.beats.eq(wpl),
+                         rtag_w.addr.eq(pf.fill.payload.line << 6), self.ev_burst.eq(1)]
+            m.d.sync += [rd.valid.eq(1), rd.payload.addr.eq(pf.fill.payload.line << 6),
+                         rd.payload.len.eq(wpl - 1)]
+        with m.If(advance & burst.write):
+            first_byte = burst.word << shift
+            m.d.comb += [pf.inval.eq(1), pf.inval_first.eq(first_byte >> 6),
+                         pf.inval_last.eq(((burst.word + burst.beats) << shift) - 1 >> 6)]
         with m.If(advance & burst.write):
             m.d.sync += [wr.valid.eq(1), wr.payload.addr.eq(burst.word << shift),
                          wr.payload.len.eq(burst.beats - 1)]
@@ -164,20 +211,64 @@ class McCore(wiring.Component):
         ]
         return m
 
+    def _prefetch(self, m, lanes):
+        m.submodules.prefetch = pf = PrefetchBuffer(self.prefetch_lines, self.data_width)
+        m.d.comb += [pf.window.eq(self.window), self.window_bad.eq(pf.window_bad),
+                     self.ev_prefetch.eq(pf.ev_prefetch), self.ev_evicted.eq(pf.ev_evicted)]
+        self._pf = pf
+        return pf
+
     def _read_path(self, m, fes, rtags, tag):
-        """Returning read words → the channel of the read-tag queue's head."""
-        r = self.mem.rd_resp
+        """The read-tag queue's head: words from memory to a channel (DEMAND) or into the
+        prefetch buffer (FILL), or a hit's words from the buffer (HIT: one a cycle, each
+        delivered the cycle after its buffer read, so a DEMAND word waits for the last)."""
+        r, pf = self.mem.rd_resp, self._pf
         item = Signal(ResponseLayout(self.data_width))
-        m.d.comb += [
-            item.data.eq(r.payload.data), item.last.eq(r.payload.last & tag.last),
-            item.error.eq(Mux(r.payload.error, ErrorCode.AXI_READ_ERROR, ErrorCode.NONE)),
-            item.id.eq(tag.id),
-            r.ready.eq(rtags.r_rdy),
-            rtags.r_en.eq(r.valid & r.ready & r.payload.last),
-        ]
-        self._read_item, self._read_valid, self._read_chan = item, r.valid & rtags.r_rdy, tag.chan
+        beat = Signal(range(MAX_BURST))
+        kind = tag.kind
+        head = rtags.r_rdy
+        # The hit word read last cycle, delivered now.
+        hit_valid, hit_chan = Signal(), Signal.like(tag.chan)
+        hit_last, hit_id = Signal(), Signal.like(tag.id)
+        m.d.sync += hit_valid.eq(0)
+        with m.If(head & (kind == ReadKind.HIT)):
+            final = beat == tag.beats - 1
+            m.d.comb += [pf.rd_slot.eq(tag.slot), pf.rd_word.eq(tag.word + beat)]
+            m.d.sync += [hit_valid.eq(1), hit_chan.eq(tag.chan), hit_last.eq(final & tag.last),
+                         hit_id.eq(tag.id), beat.eq(Mux(final, 0, beat + 1))]
+            with m.If(final):
+                m.d.comb += [rtags.r_en.eq(1), pf.release.eq(1), pf.release_slot.eq(tag.slot)]
+        fill_failed = Signal()
+        with m.If(head & (kind == ReadKind.FILL)):
+            m.d.comb += [r.ready.eq(1), pf.fill_word.eq(r.valid), pf.fill_slot.eq(tag.slot),
+                         pf.fill_beat.eq(beat), pf.fill_data.eq(r.payload.data),
+                         pf.fill_word_error.eq(r.payload.error)]
+            with m.If(r.valid):
+                m.d.sync += [beat.eq(Mux(r.payload.last, 0, beat + 1)),
+                             fill_failed.eq(~r.payload.last & (fill_failed | r.payload.error))]
+                with m.If(r.payload.last):
+                    m.d.comb += [rtags.r_en.eq(1), pf.fill_done.eq(1),
+                                 pf.fill_error.eq(fill_failed | r.payload.error)]
+        demand = head & (kind == ReadKind.DEMAND) & ~hit_valid
+        with m.If(demand):
+            m.d.comb += [r.ready.eq(1), rtags.r_en.eq(r.valid & r.payload.last)]
+        with m.If(hit_valid):
+            m.d.comb += [
+                item.data.eq(pf.rd_data), item.last.eq(hit_last), item.id.eq(hit_id),
+                item.error.eq(Mux(pf.rd_error, ErrorCode.AXI_READ_ERROR, ErrorCode.NONE)),
+            ]
+        with m.Else():
+            m.d.comb += [
+                item.data.eq(r.payload.data), item.last.eq(r.payload.last & tag.last),
+                item.error.eq(Mux(r.payload.error, ErrorCode.AXI_READ_ERROR, ErrorCode.NONE)),
+                item.id.eq(tag.id),
+            ]
+        self._read_item = item
+        self._read_valid = hit_valid | (demand & r.valid)
+        self._read_chan = Mux(hit_valid, hit_chan, tag.chan)
         code = Signal(8)
-        m.d.comb += code.eq(Mux(r.valid & r.ready & r.payload.error, ErrorCode.AXI_READ_ERROR, 0))
+        failed = (demand & r.valid & r.payload.error) | (hit_valid & pf.rd_error)
+        m.d.comb += code.eq(Mux(failed, ErrorCode.AXI_READ_ERROR, 0))
         self._read_error = (code, tag.addr)
 
     def _write_path(self, m, fes, wtags, tag):

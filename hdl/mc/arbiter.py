@@ -1,10 +1,10 @@
 """Arbitration of the MC's channels by traffic class, with an age limit."""
 
-from amaranth.hdl import Assert, Cat, Module, Signal
+from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from .channel import CLASS_BITS
+from .channel import CLASS_BITS, check
 
 __all__ = ["ClassArbiter", "grant_bound"]
 
@@ -108,9 +108,9 @@ class ClassArbiter(wiring.Component):
             with m.If(~self.request[i]):
                 m.d.sync += ages[i].eq(0)
         if self._checks:
-            m.d.comb += Assert((self.grant & (self.grant - 1)) == 0, "one grant at a time")
-            m.d.comb += Assert((self.grant & ~self.request) == 0, "grant only to a requester")
-            m.d.comb += Assert((self.request == 0) | (self.grant != 0), "a request is served")
+            check(m, (self.grant & (self.grant - 1)) == 0, "one grant at a time")
+            check(m, (self.grant & ~self.request) == 0, "grant only to a requester")
+            check(m, (self.request == 0) | (self.grant != 0), "a request is served")
         return m
 
 

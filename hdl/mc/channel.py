@@ -9,12 +9,12 @@ up on the link itself and nothing can be dropped. :class:`CreditSender` and
 
 from amaranth.hdl import Assert, Module, Shape, Signal, Value
 from amaranth.lib import data, stream, wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
 from hdl.common.memport import PHYS_ADDR_BITS
 
-__all__ = ["LENGTH_BITS", "ID_BITS", "CLASS_BITS", "ERROR_BITS", "RequestLayout",
+__all__ = ["check", "LENGTH_BITS", "ID_BITS", "CLASS_BITS", "ERROR_BITS", "RequestLayout",
            "WriteWordLayout", "ResponseLayout", "CreditStreamSignature",
            "ClientChannelSignature", "CreditSender", "CreditReceiver", "check_depth"]
 
@@ -23,6 +23,16 @@ ID_BITS = 8        # request id, echoed in every response item
 CLASS_BITS = 3     # traffic class (hdl.codes.TrafficClass: 7, 5, 3)
 ERROR_BITS = 3     # hdl.codes.ErrorCode of a response item (0 NONE, 1, 5, 6 used)
 MAX_DEPTH = 256
+
+
+def check(m, condition, message):
+    """A run-time check for simulation and formal proofs: ``condition`` is registered at
+    each clock edge and asserted from the register, so the check sees exactly the values
+    of the cycle (a combinational assertion may see unsettled values, and a synchronous
+    one in the Amaranth simulator the registers' new values) and fails one cycle later."""
+    ok = Signal(init=1, name="check_ok")
+    m.d.sync += ok.eq(condition)
+    m.d.comb += Assert(ok, message)
 
 
 def check_depth(name, depth):
@@ -196,11 +206,9 @@ class CreditSender(wiring.Component):
         ]
         m.d.sync += self.credits.eq(self.credits - spend + self.o.credit)
         if self._checks:
-            m.d.sync += [
-                Assert(spend <= self.credits, "credit spent that the sender does not hold"),
-                Assert(self.credits - spend + self.o.credit <= self._depth,
-                       "credit returned beyond the receiver's depth"),
-            ]
+            check(m, spend <= self.credits, "credit spent that the sender does not hold")
+            check(m, self.credits - spend + self.o.credit <= self._depth,
+                  "credit returned beyond the receiver's depth")
         return m
 
 
@@ -221,7 +229,10 @@ class CreditReceiver(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         width = Shape.cast(self._layout).width
-        m.submodules.fifo = fifo = SyncFIFOBuffered(width=width, depth=self._depth)
+        # SyncFIFO accepts a write whenever fewer than ``depth`` items are held; the
+        # buffered variant may refuse one while an item moves to its output register
+        # (depth 2, back-to-back writes), which would break the credit contract.
+        m.submodules.fifo = fifo = SyncFIFO(width=width, depth=self._depth)
         m.d.comb += [
             fifo.w_data.eq(Value.cast(self.i.payload)),
             fifo.w_en.eq(self.i.valid),
@@ -232,5 +243,5 @@ class CreditReceiver(wiring.Component):
         ]
         m.d.sync += self.i.credit.eq(self.o.valid & self.o.ready)
         if self._checks:
-            m.d.sync += Assert(~self.i.valid | fifo.w_rdy, "item sent to a full buffer")
+            check(m, ~self.i.valid | fifo.w_rdy, "item sent to a full buffer")
         return m

@@ -1,6 +1,6 @@
 """The memory controller's core: channels, arbitration, and the memory port's paths."""
 
-from amaranth.hdl import Assert, Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, enum, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
@@ -10,7 +10,7 @@ from hdl.codes import ErrorCode
 from hdl.common.memport import MemPortSignature
 
 from .arbiter import ClassArbiter
-from .channel import ID_BITS, ClientChannelSignature, ResponseLayout
+from .channel import ID_BITS, ClientChannelSignature, ResponseLayout, check
 from .frontend import MAX_BURST, ChannelFrontend
 from .prefetch import LINE_BYTES, PrefetchBuffer, check_lines
 
@@ -325,4 +325,4 @@ class McCore(wiring.Component):
             m.d.comb += [fe.reserved.valid.eq(from_read | from_ack),
                          fe.reserved.payload.eq(Mux(from_read, self._read_item, item))]
             if self._checks:
-                m.d.comb += Assert(~(from_read & from_ack), "read and write answers collide")
+                check(m, ~(from_read & from_ack), "read and write answers collide")

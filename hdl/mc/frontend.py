@@ -1,6 +1,6 @@
 """One client channel's end inside the MC: credit buffers, request checks, burst split."""
 
-from amaranth.hdl import Assert, Const, Module, Mux, Signal
+from amaranth.hdl import Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
@@ -18,6 +18,7 @@ from .channel import (
     RequestLayout,
     ResponseLayout,
     WriteWordLayout,
+    check,
 )
 
 __all__ = ["MAX_BURST", "PAGE", "BurstLayout", "ChannelFrontend"]
@@ -222,7 +223,7 @@ class ChannelFrontend(wiring.Component):
                     m.next = "IDLE"
         m.d.comb += self.busy.eq((pending != 0) | req_rx.o.valid | (left != 0))
         if self._checks:
-            m.d.sync += Assert(~(self.reserved.valid & own), "two answers in one cycle")
+            check(m, ~(self.reserved.valid & own), "two answers in one cycle")
         return m
 
 

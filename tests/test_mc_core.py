@@ -1,0 +1,203 @@
+"""The MC core in the Amaranth simulator, with its internal assertions on.
+
+``McCore(checks=True)`` asserts every cycle that no credit buffer overflows, no credit
+counter leaves its range, the arbiter grants one requester at a time, only to a
+requester, and no channel gets two answers in one cycle (an assertion failure stops the
+simulation). Two clients send random reads and writes (to overlapping bytes, a few of
+them refused) through the credit links, with random idle cycles; a memory model answers
+the memory port with random delays and back-pressure on all five streams. Every answer
+is checked against ``golden.mc`` and every credit must be back at the end.
+"""
+
+import random
+from collections import deque
+
+import pytest
+from amaranth.sim import Simulator
+
+from golden.mc import ByteMemoryModel, check_request, word_span
+from hdl.codes import ErrorCode, McOp, TrafficClass
+from hdl.mc.core import McCore
+
+DW, LANES = 64, 8
+DEPTHS = dict(req_depth=2, wdata_depth=4, resp_depth=8)
+BASE, SPAN = 0x1_0000, 0x400
+
+
+class _Memory:
+    """The memory port's far side: reads answered 3..8 cycles after their address, in
+    order; a write lands when its address and all its words are in."""
+
+    def __init__(self, port, rng, initial):
+        self.port, self.rng, self.bytes = port, rng, dict(initial)
+        self.reads, self.writes, self.acks, self.beats = deque(), deque(), deque(), deque()
+
+    def drive(self, ctx, cycle):
+        p, rng = self.port, self.rng
+        for stream in (p.rd_req, p.wr_req, p.wr_data):
+            ctx.set(stream.ready, rng.random() < 0.7)
+        self.r_word = None
+        if self.reads and self.reads[0][0] <= cycle and rng.random() < 0.8:
+            _, addr, beats = self.reads[0]
+            word = int.from_bytes(bytes(self.bytes.get(addr + i, 0) for i in range(LANES)),
+                                  "little")
+            self.r_word = {"data": word, "last": int(beats == 1), "error": 0}
+        ctx.set(p.rd_resp.valid, self.r_word is not None)
+        if self.r_word is not None:
+            ctx.set(p.rd_resp.payload, self.r_word)
+        self.b_valid = bool(self.acks) and rng.random() < 0.8
+        ctx.set(p.wr_resp.valid, self.b_valid)
+        ctx.set(p.wr_resp.payload, {"error": 0})
+
+    def sample(self, ctx, cycle):
+        p = self.port
+        if ctx.get(p.rd_req.valid) and ctx.get(p.rd_req.ready):
+            req = ctx.get(p.rd_req.payload)
+            self.reads.append([cycle + self.rng.randint(3, 8), req.addr, req.len + 1])
+        if self.r_word is not None and ctx.get(p.rd_resp.ready):
+            self.reads[0][1] += LANES
+            self.reads[0][2] -= 1
+            if self.reads[0][2] == 0:
+                self.reads.popleft()
+        if ctx.get(p.wr_req.valid) and ctx.get(p.wr_req.ready):
+            req = ctx.get(p.wr_req.payload)
+            self.writes.append([req.addr, req.len + 1])
+        if ctx.get(p.wr_data.valid) and ctx.get(p.wr_data.ready):
+            self.beats.append(ctx.get(p.wr_data.payload))    # may come before its address
+        while self.writes and len(self.beats) >= self.writes[0][1]:
+            addr, count = self.writes.popleft()
+            for k in range(count):
+                word = self.beats.popleft()
+                assert bool(word.last) == (k == count - 1)
+                data = word.data.to_bytes(LANES, "little")
+                for i in range(LANES):
+                    if word.strb >> i & 1:
+                        self.bytes[addr + k * LANES + i] = data[i]
+            self.acks.append(cycle)
+        if self.b_valid and ctx.get(p.wr_resp.ready):
+            self.acks.popleft()
+
+
+class _Client:
+    """One channel's client: requests and words under credits, a response buffer."""
+
+    def __init__(self, chan, rng, golden, count):
+        self.chan, self.rng, self.golden = chan, rng, golden
+        self.credits = {"req": DEPTHS["req_depth"], "wdata": DEPTHS["wdata_depth"]}
+        self.queue, self.words, self.waiting, self.buffer = deque(), deque(), deque(), deque()
+        for k in range(count):
+            op = rng.choice(list(McOp))
+            addr = BASE + rng.randrange(SPAN)
+            length = 0 if rng.random() < 0.05 else rng.randint(1, 40)
+            self.queue.append((op, addr, length, rng.choice(list(TrafficClass)), k % 256))
+
+    def drive(self, ctx):
+        chan, rng = self.chan, self.rng
+        self.popped = bool(self.buffer) and rng.random() < 0.7
+        ctx.set(chan.resp.credit, self.popped)
+        self.sent = bool(self.queue and self.credits["req"]) and rng.random() < 0.7
+        ctx.set(chan.req.valid, self.sent)
+        if self.sent:
+            op, addr, length, cls, ident = self.queue[0]
+            ctx.set(chan.req.payload, {"op": op, "addr": addr, "length": length, "cls": cls,
+                                       "id": ident})
+        self.wsent = bool(self.words and self.credits["wdata"]) and rng.random() < 0.7
+        ctx.set(chan.wdata.valid, self.wsent)
+        if self.wsent:
+            ctx.set(chan.wdata.payload, {"data": self.words[0]})
+
+    def sample(self, ctx):
+        chan = self.chan
+        if self.popped:
+            self.answer(self.buffer.popleft())
+        if ctx.get(chan.resp.valid):
+            assert len(self.buffer) < DEPTHS["resp_depth"], "response buffer overflow"
+            self.buffer.append(ctx.get(chan.resp.payload))
+        if self.sent:
+            self.credits["req"] -= 1
+            op, addr, length, cls, ident = self.queue.popleft()
+            good = check_request(op, addr, length) == ErrorCode.NONE
+            first, count = word_span(addr, length, LANES)
+            data = self.rng.randbytes(count * LANES)
+            token = None
+            if good and op == McOp.READ:
+                token = self.golden.read_begin(addr, length)
+            elif good:
+                token = self.golden.write_begin(addr, data[addr - first:addr - first + length])
+            if op == McOp.WRITE:
+                self.words.extend(int.from_bytes(data[k:k + LANES], "little")
+                                  for k in range(0, len(data), LANES))
+            self.waiting.append([op, addr, length, ident, token, []])
+        if self.wsent:
+            self.credits["wdata"] -= 1
+            self.words.popleft()
+        for link in ("req", "wdata"):
+            self.credits[link] += ctx.get(getattr(chan, link).credit)
+        assert self.credits["req"] <= DEPTHS["req_depth"], "req credit created"
+        assert self.credits["wdata"] <= DEPTHS["wdata_depth"], "wdata credit created"
+
+    def answer(self, item):
+        op, addr, length, ident, token, words = self.waiting[0]
+        assert item.id == ident, f"answer for id {item.id}, expected {ident}"
+        words.append(item.data)
+        code = check_request(op, addr, length)
+        expected = 1 if code != ErrorCode.NONE or op == McOp.WRITE else \
+            word_span(addr, length, LANES)[1]
+        assert bool(item.last) == (len(words) == expected)
+        if not item.last:
+            return
+        self.waiting.popleft()
+        if code != ErrorCode.NONE:
+            assert item.error == code
+        elif op == McOp.WRITE:
+            assert item.error == 0
+            self.golden.write_end(token)
+        else:
+            first, _ = word_span(addr, length, LANES)
+            raw = b"".join(w.to_bytes(LANES, "little") for w in words)
+            bad = self.golden.read_check(token, raw[addr - first:addr - first + length])
+            assert not bad, f"read {addr:#x}+{length}: {bad[:3]}"
+
+    def idle(self):
+        return not (self.queue or self.words or self.waiting or self.buffer)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_core_random_traffic_with_assertions(seed):
+    rng = random.Random(seed)
+    dut = McCore(2, DW, age_limit=3, prefetch_lines=4, checks=True, **DEPTHS)
+    initial = {BASE + i: b for i, b in enumerate(rng.randbytes(SPAN + 64))}
+    golden = ByteMemoryModel(initial)
+    mem = _Memory(dut.mem, random.Random(rng.getrandbits(32)), initial)
+    clients = [_Client(dut.chans[i], random.Random(rng.getrandbits(32)), golden, 40)
+               for i in range(2)]
+
+    async def bench(ctx):
+        ctx.set(dut.window, 256)
+        for cycle in range(20000):
+            mem.drive(ctx, cycle)
+            for client in clients:
+                client.drive(ctx)
+            mem.sample(ctx, cycle)
+            for client in clients:
+                client.sample(ctx)
+            await ctx.tick()
+            if all(client.idle() for client in clients) and not mem.reads:
+                break
+        else:
+            raise AssertionError("the traffic did not finish in 20000 cycles")
+        for client in clients:
+            client.drive(ctx)               # idle now: no request, word or credit pulse
+        for _ in range(3):
+            await ctx.tick()
+        for client in clients:
+            for link in ("req", "wdata"):   # the last credit pulses
+                client.credits[link] += ctx.get(getattr(client.chan, link).credit)
+            assert client.credits == {"req": DEPTHS["req_depth"], "wdata": DEPTHS["wdata_depth"]}
+        for addr in range(BASE, BASE + SPAN + 64):
+            assert mem.bytes.get(addr, 0) in golden.legal(addr), hex(addr)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()

@@ -61,9 +61,7 @@ def credit_harness(depth, max_take, *, spurious_credit=False):
     return m, [want_send, want_take, use_reserved, ready] + [glitch] * spurious_credit
 
 
-# Depth 2 is the smallest proved: at depth 1 the FIFO's memory has a 0-bit address, which
-# yosys' SMT-LIB2 back end rejects; depth 1 runs in the cocotb "credits1" build instead.
-@pytest.mark.parametrize("depth, max_take", [(2, 0), (DEPTH, 0), (DEPTH, 2)])
+@pytest.mark.parametrize("depth, max_take", [(1, 0), (2, 0), (DEPTH, 0), (DEPTH, 2)])
 def test_credit_link(depth, max_take):
     harness, ports = credit_harness(depth, max_take)
     result = prove(harness, ports=ports, depth=STEPS, name=f"credit-d{depth}-take{max_take}")

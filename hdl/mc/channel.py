@@ -9,7 +9,7 @@ up on the link itself and nothing can be dropped. :class:`CreditSender` and
 
 from amaranth.hdl import Assert, Module, Shape, Signal, Value
 from amaranth.lib import data, stream, wiring
-from amaranth.lib.fifo import SyncFIFO
+from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from hdl.common.memport import PHYS_ADDR_BITS
@@ -231,8 +231,11 @@ class CreditReceiver(wiring.Component):
         width = Shape.cast(self._layout).width
         # SyncFIFO accepts a write whenever fewer than ``depth`` items are held; the
         # buffered variant may refuse one while an item moves to its output register
-        # (depth 2, back-to-back writes), which would break the credit contract.
-        m.submodules.fifo = fifo = SyncFIFO(width=width, depth=self._depth)
+        # (depth 2, back-to-back writes), which would break the credit contract. At depth
+        # 1 the buffered one is a plain register (SyncFIFO's memory would have a 0-bit
+        # address, which Verilator and yosys' SMT back end refuse).
+        fifo_type = SyncFIFOBuffered if self._depth == 1 else SyncFIFO
+        m.submodules.fifo = fifo = fifo_type(width=width, depth=self._depth)
         m.d.comb += [
             fifo.w_data.eq(Value.cast(self.i.payload)),
             fifo.w_en.eq(self.i.valid),

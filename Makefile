@@ -18,6 +18,7 @@ help:
 	@echo "make verilog    write build/v4hw_ma.v (default parameters)"
 	@echo "make regmap     regenerate the committed register-map files"
 	@echo "make fpga       ULX3S-85F bitstream of each block (yosys, nextpnr, ecppack; long)"
+	@echo "make fpga-ma    the same for one block (fpga-va, ...)"
 	@echo "make fpga-synth yosys resource estimates of each block for ECP5 and UltraScale+"
 	@echo "make clean      remove build output (keeps the virtual environment)"
 
@@ -88,6 +89,10 @@ SYNTH_BLOCKS := ma va mc
 
 fpga: setup
 	for block in $(FPGA_BLOCKS); do nice -n 10 $(BIN)/v4hw build $$block --board ulx3s-85f || exit 1; done
+
+# One block: make fpga-ma, make fpga-va
+fpga-%: setup
+	nice -n 10 $(BIN)/v4hw build $* --board ulx3s-85f
 
 fpga-synth: setup
 	for block in $(SYNTH_BLOCKS); do for target in ecp5 xcup; do \

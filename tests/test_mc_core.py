@@ -19,7 +19,6 @@ from golden.mc import ByteMemoryModel, check_request, word_span
 from hdl.codes import ErrorCode, McOp, TrafficClass
 from hdl.mc.core import McCore
 
-DW, LANES = 64, 8
 DEPTHS = dict(req_depth=2, wdata_depth=4, resp_depth=8)
 BASE, SPAN = 0x1_0000, 0x400
 
@@ -28,8 +27,8 @@ class _Memory:
     """The memory port's far side: reads answered 3..8 cycles after their address, in
     order; a write lands when its address and all its words are in."""
 
-    def __init__(self, port, rng, initial):
-        self.port, self.rng, self.bytes = port, rng, dict(initial)
+    def __init__(self, port, rng, initial, lanes):
+        self.port, self.rng, self.bytes, self.lanes = port, rng, dict(initial), lanes
         self.reads, self.writes, self.acks, self.beats = deque(), deque(), deque(), deque()
 
     def drive(self, ctx, cycle):
@@ -39,7 +38,7 @@ class _Memory:
         self.r_word = None
         if self.reads and self.reads[0][0] <= cycle and rng.random() < 0.8:
             _, addr, beats = self.reads[0]
-            word = int.from_bytes(bytes(self.bytes.get(addr + i, 0) for i in range(LANES)),
+            word = int.from_bytes(bytes(self.bytes.get(addr + i, 0) for i in range(self.lanes)),
                                   "little")
             self.r_word = {"data": word, "last": int(beats == 1), "error": 0}
         ctx.set(p.rd_resp.valid, self.r_word is not None)
@@ -55,7 +54,7 @@ class _Memory:
             req = ctx.get(p.rd_req.payload)
             self.reads.append([cycle + self.rng.randint(3, 8), req.addr, req.len + 1])
         if self.r_word is not None and ctx.get(p.rd_resp.ready):
-            self.reads[0][1] += LANES
+            self.reads[0][1] += self.lanes
             self.reads[0][2] -= 1
             if self.reads[0][2] == 0:
                 self.reads.popleft()
@@ -69,10 +68,10 @@ class _Memory:
             for k in range(count):
                 word = self.beats.popleft()
                 assert bool(word.last) == (k == count - 1)
-                data = word.data.to_bytes(LANES, "little")
-                for i in range(LANES):
+                data = word.data.to_bytes(self.lanes, "little")
+                for i in range(self.lanes):
                     if word.strb >> i & 1:
-                        self.bytes[addr + k * LANES + i] = data[i]
+                        self.bytes[addr + k * self.lanes + i] = data[i]
             self.acks.append(cycle)
         if self.b_valid and ctx.get(p.wr_resp.ready):
             self.acks.popleft()
@@ -81,8 +80,8 @@ class _Memory:
 class _Client:
     """One channel's client: requests and words under credits, a response buffer."""
 
-    def __init__(self, chan, rng, golden, count):
-        self.chan, self.rng, self.golden = chan, rng, golden
+    def __init__(self, chan, rng, golden, count, lanes):
+        self.chan, self.rng, self.golden, self.lanes = chan, rng, golden, lanes
         self.credits = {"req": DEPTHS["req_depth"], "wdata": DEPTHS["wdata_depth"]}
         self.queue, self.words, self.waiting, self.buffer = deque(), deque(), deque(), deque()
         for k in range(count):
@@ -117,16 +116,16 @@ class _Client:
             self.credits["req"] -= 1
             op, addr, length, cls, ident = self.queue.popleft()
             good = check_request(op, addr, length) == ErrorCode.NONE
-            first, count = word_span(addr, length, LANES)
-            data = self.rng.randbytes(count * LANES)
+            first, count = word_span(addr, length, self.lanes)
+            data = self.rng.randbytes(count * self.lanes)
             token = None
             if good and op == McOp.READ:
                 token = self.golden.read_begin(addr, length)
             elif good:
                 token = self.golden.write_begin(addr, data[addr - first:addr - first + length])
             if op == McOp.WRITE:
-                self.words.extend(int.from_bytes(data[k:k + LANES], "little")
-                                  for k in range(0, len(data), LANES))
+                self.words.extend(int.from_bytes(data[k:k + self.lanes], "little")
+                                  for k in range(0, len(data), self.lanes))
             self.waiting.append([op, addr, length, ident, token, []])
         if self.wsent:
             self.credits["wdata"] -= 1
@@ -142,7 +141,7 @@ class _Client:
         words.append(item.data)
         code = check_request(op, addr, length)
         expected = 1 if code != ErrorCode.NONE or op == McOp.WRITE else \
-            word_span(addr, length, LANES)[1]
+            word_span(addr, length, self.lanes)[1]
         assert bool(item.last) == (len(words) == expected)
         if not item.last:
             return
@@ -153,8 +152,8 @@ class _Client:
             assert item.error == 0
             self.golden.write_end(token)
         else:
-            first, _ = word_span(addr, length, LANES)
-            raw = b"".join(w.to_bytes(LANES, "little") for w in words)
+            first, _ = word_span(addr, length, self.lanes)
+            raw = b"".join(w.to_bytes(self.lanes, "little") for w in words)
             bad = self.golden.read_check(token, raw[addr - first:addr - first + length])
             assert not bad, f"read {addr:#x}+{length}: {bad[:3]}"
 
@@ -162,15 +161,17 @@ class _Client:
         return not (self.queue or self.words or self.waiting or self.buffer)
 
 
-@pytest.mark.parametrize("seed", range(3))
-def test_core_random_traffic_with_assertions(seed):
+@pytest.mark.parametrize("seed, channels, data_width", [(0, 2, 64), (1, 2, 64), (2, 1, 512),
+                                                         (3, 3, 128)])
+def test_core_random_traffic_with_assertions(seed, channels, data_width):
     rng = random.Random(seed)
-    dut = McCore(2, DW, age_limit=3, prefetch_lines=4, checks=True, **DEPTHS)
+    lanes = data_width // 8
+    dut = McCore(channels, data_width, age_limit=3, prefetch_lines=4, checks=True, **DEPTHS)
     initial = {BASE + i: b for i, b in enumerate(rng.randbytes(SPAN + 64))}
     golden = ByteMemoryModel(initial)
-    mem = _Memory(dut.mem, random.Random(rng.getrandbits(32)), initial)
-    clients = [_Client(dut.chans[i], random.Random(rng.getrandbits(32)), golden, 40)
-               for i in range(2)]
+    mem = _Memory(dut.mem, random.Random(rng.getrandbits(32)), initial, lanes)
+    clients = [_Client(dut.chans[i], random.Random(rng.getrandbits(32)), golden, 40, lanes)
+               for i in range(channels)]
 
     async def bench(ctx):
         ctx.set(dut.window, 256)

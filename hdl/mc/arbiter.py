@@ -53,7 +53,7 @@ class ClassArbiter(wiring.Component):
             "cls": In(data.ArrayLayout(CLASS_BITS, channels)),
             "advance": In(1),
             "grant": Out(channels),
-            "index": Out(range(channels)),
+            "index": Out(_index_shape(channels)),
         })
 
     def _round_robin(self, m, mask, last, name):
@@ -72,7 +72,7 @@ class ClassArbiter(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         n = self._n
-        last = Signal(range(n), init=n - 1)
+        last = Signal(_index_shape(n), init=n - 1)
         ages = [Signal(range(self._age_limit + 1), name=f"age{i}") for i in range(n)]
 
         urgent = Signal(n)
@@ -112,6 +112,12 @@ class ClassArbiter(wiring.Component):
             check(m, (self.grant & ~self.request) == 0, "grant only to a requester")
             check(m, (self.request == 0) | (self.grant != 0), "a request is served")
         return m
+
+
+def _index_shape(count):
+    """A channel number's shape, at least one bit (a 0-bit signal becomes a ``[-1:0]``
+    vector in the Verilog, which Verilator refuses)."""
+    return range(max(count, 2))
 
 
 def _any(bits):

@@ -30,6 +30,12 @@ def check_parameters(channels, data_width, age_limit):
         raise ValueError(f"age_limit must be an integer in 1..255, not {age_limit!r}")
 
 
+def _at_least_1_bit(count):
+    """``range(count)``, but never 0 bits wide (a 0-bit field becomes a ``[-1:0]``
+    vector in the Verilog, which Verilator refuses): 1 channel, 512-bit bus."""
+    return range(max(count, 2))
+
+
 class ReadKind(enum.Enum, shape=2):
     """What the read-tag queue's head is: words from memory for a channel, a prefetch
     fill, or a hit served from the prefetch buffer."""
@@ -40,20 +46,22 @@ class ReadKind(enum.Enum, shape=2):
 
 class _ReadTag(data.StructLayout):
     def __init__(self, channels, lines, words_per_line):
-        super().__init__({"kind": ReadKind, "chan": range(channels), "last": 1, "id": ID_BITS,
-                          "addr": 32, "slot": range(lines),
-                          "word": range(words_per_line), "beats": range(MAX_BURST + 1)})
+        super().__init__({"kind": ReadKind, "chan": _at_least_1_bit(channels), "last": 1,
+                          "id": ID_BITS, "addr": 32, "slot": range(lines),
+                          "word": _at_least_1_bit(words_per_line),
+                          "beats": range(MAX_BURST + 1)})
 
 
 class _WriteTag(data.StructLayout):
     def __init__(self, channels, lanes):
-        super().__init__({"chan": range(channels), "beats": range(MAX_BURST + 1),
+        super().__init__({"chan": _at_least_1_bit(channels), "beats": range(MAX_BURST + 1),
                           "first": 1, "last": 1, "first_strb": lanes, "last_strb": lanes})
 
 
 class _AckTag(data.StructLayout):
     def __init__(self, channels):
-        super().__init__({"chan": range(channels), "last": 1, "id": ID_BITS, "addr": 32})
+        super().__init__({"chan": _at_least_1_bit(channels), "last": 1, "id": ID_BITS,
+                          "addr": 32})
 
 
 def _fifo(m, name, layout, depth):

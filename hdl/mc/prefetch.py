@@ -76,11 +76,11 @@ class PrefetchBuffer(wiring.Component):
             "trigger_last_line": In(LINE_BITS),
             "fill": Out(stream.Signature(data.StructLayout({"line": LINE_BITS, "slot": slot}))),
             "fill_word": In(1), "fill_slot": In(slot),
-            "fill_beat": In(range(self.words_per_line)), "fill_data": In(data_width),
+            "fill_beat": In(range(max(self.words_per_line, 2))), "fill_data": In(data_width),
             "fill_word_error": In(1),
             "fill_done": In(1), "fill_error": In(1),
             "inval": In(1), "inval_first": In(LINE_BITS), "inval_last": In(LINE_BITS),
-            "rd_slot": In(slot), "rd_word": In(range(self.words_per_line)),
+            "rd_slot": In(slot), "rd_word": In(range(max(self.words_per_line, 2))),
             "rd_data": Out(data_width), "rd_error": Out(1),
             "ev_prefetch": Out(1), "ev_evicted": Out(range(lines + 2)),
         })
@@ -93,10 +93,15 @@ class PrefetchBuffer(wiring.Component):
         # Each word with the memory's error flag for it, so a hit answers as memory did.
         m.submodules.mem = mem = Memory(shape=self._dw + 1, depth=n * wpl, init=[])
         wr, rd = mem.write_port(), mem.read_port()
+        word_bits = exact_log2(wpl)     # 0 on a 512-bit bus: one word a line
+
+        def word(index):
+            return index[:word_bits] if word_bits else 0
+
         m.d.comb += [
-            wr.addr.eq(self.fill_slot * wpl + self.fill_beat),
+            wr.addr.eq(self.fill_slot * wpl + word(self.fill_beat)),
             wr.data.eq(Cat(self.fill_data, self.fill_word_error)), wr.en.eq(self.fill_word),
-            rd.addr.eq(self.rd_slot * wpl + self.rd_word),
+            rd.addr.eq(self.rd_slot * wpl + word(self.rd_word)),
             Cat(self.rd_data, self.rd_error).eq(rd.data),
         ]
 

@@ -20,8 +20,8 @@ CONFIG_NAME = f"va-l{L}-dw{DATA_WIDTH}"
 TESTBENCH = "tests.va_tb"
 TIMEOUT_S = {"icarus": 600, "verilator": 300}
 
-TESTS = ["elementwise_lengths", "gather_strides", "backpressure", "large", "bad_commands",
-         "axi_errors", "start_while_busy"]
+TESTS = ["elementwise_lengths", "strided_moves", "backpressure", "large", "bad_commands",
+         "axi_errors", "start_while_busy", "functions_exhaustive"]
 
 
 @cache

@@ -20,7 +20,7 @@ from sim.va_driver import VaBench
 ICARUS = cocotb.SIM_NAME.lower().startswith("icarus")
 L = 32
 BUS = 16
-ELEMENTWISE = (VaOpcode.ADD, VaOpcode.MUL, VaOpcode.SCALE)
+ELEMENTWISE = (VaOpcode.ADD, VaOpcode.MUL, VaOpcode.SCALE, VaOpcode.EXP, VaOpcode.SILU)
 
 
 async def new_bench(dut, **kwargs):
@@ -42,16 +42,20 @@ def elementwise(bench, rng, op, n, *, aligned=False):
     return VaCommand(op, n, src=src, src2=src2, dst=dst, scalar=rng.getrandbits(16))
 
 
-def gather(bench, rng, n, esize, stride):
+def gather(bench, rng, n, esize, stride, op=VaOpcode.GATHER):
+    """A strided GATHER (or SCATTER) at random element-aligned places in the window."""
     span = (n - 1) * stride + (1 << esize)
-    src = bench.origin + (rng.randrange(0, bench.size // 2 - span) >> esize << esize)
-    dst = bench.origin + bench.size // 2 + (rng.randrange(0, bench.size // 4) >> esize << esize)
-    return VaCommand(VaOpcode.GATHER, n, src=src, dst=dst, esize=esize, stride=stride)
+    strided = bench.origin + (rng.randrange(0, bench.size // 2 - span) >> esize << esize)
+    dense = bench.origin + bench.size // 2 + (rng.randrange(0, bench.size // 4) >> esize << esize)
+    if op == VaOpcode.SCATTER:
+        return VaCommand(op, n, src=dense, dst=strided, esize=esize, stride=stride)
+    return VaCommand(op, n, src=strided, dst=dense, esize=esize, stride=stride)
 
 
 @cocotb.test()
 async def elementwise_lengths(dut):
-    """ADD, MUL, SCALE at lengths 1, L-1, L, L+1, a few random ones, random alignments;
+    """ADD, MUL, SCALE, EXP, SILU at lengths 1, L-1, L, L+1, a few random ones, random
+    alignments;
     random bits include NaNs, infinities and subnormals."""
     bench, rng = await new_bench(dut)
     lengths = [1, L - 1, L, L + 1, 2 * L + 3] + [rng.randrange(2, 700) for _ in range(2)]
@@ -61,18 +65,20 @@ async def elementwise_lengths(dut):
 
 
 @cocotb.test()
-async def gather_strides(dut):
-    """Strided gather: element sizes 1, 2, 4; strides 0, one element, odd (bytes), 2048,
-    random; lengths 1, L-1, L, L+1 and random; random source and destination alignment."""
-    bench, rng = await new_bench(dut)
-    for esize in (0, 1, 2):
-        size = 1 << esize
-        strides = [0, size, 2048, 3 * size, size * rng.randrange(1, 700)]
-        if esize == 0:
-            strides.append(rng.randrange(1, 200) | 1)
-        for stride in strides:
-            for n in (1, L - 1, L + 1, rng.randrange(2, 120 if ICARUS else 300)):
-                await bench.check(gather(bench, rng, n, esize, stride))
+async def strided_moves(dut):
+    """Strided gather and scatter: element sizes 1, 2, 4; strides 0 (a scatter's last
+    element wins), one element, odd (bytes), 2048, random; lengths 1, L-1, L+1 and
+    random; random alignments."""
+    bench, rng = await new_bench(dut, window=(0x7F00_0000_0000, 1 << 22))
+    for op in (VaOpcode.GATHER, VaOpcode.SCATTER):
+        for esize in (0, 1, 2):
+            size = 1 << esize
+            strides = [0, size, 2048, 3 * size, size * rng.randrange(1, 700)]
+            if esize == 0:
+                strides.append(rng.randrange(1, 200) | 1)
+            for stride in strides:
+                for n in (1, L - 1, L + 1, rng.randrange(2, 100 if ICARUS else 300)):
+                    await bench.check(gather(bench, rng, n, esize, stride, op))
 
 
 @cocotb.test()
@@ -81,10 +87,11 @@ async def backpressure(dut):
     bench, rng = await new_bench(dut)
     bench.set_pauses(0.3)
     for _ in range(6 if ICARUS else 20):
-        if rng.random() < 0.3:
+        if rng.random() < 0.4:
             esize = rng.randrange(3)
             cmd = gather(bench, rng, rng.randrange(1, 100), esize,
-                         rng.randrange(0, 3000) >> esize << esize)
+                         rng.randrange(0, 3000) >> esize << esize,
+                         rng.choice((VaOpcode.GATHER, VaOpcode.SCATTER)))
         else:
             cmd = elementwise(bench, rng, rng.choice(ELEMENTWISE), rng.randrange(1, 300))
         await bench.check(cmd)
@@ -99,6 +106,7 @@ async def large(dut):
     await bench.check(elementwise(bench, rng, VaOpcode.ADD, n))
     await bench.check(elementwise(bench, rng, VaOpcode.SCALE, n))
     await bench.check(gather(bench, rng, 256 if ICARUS else 2048, 1, 2048))
+    await bench.check(gather(bench, rng, 256 if ICARUS else 1500, 2, 2052, VaOpcode.SCATTER))
 
 
 @cocotb.test()
@@ -121,6 +129,9 @@ async def bad_commands(dut):
         VaCommand(VaOpcode.GATHER, 8, src=o + 2, dst=o + 64, esize=2, stride=4),
         VaCommand(VaOpcode.GATHER, 8, src=o, dst=o + 66, esize=2, stride=4),
         VaCommand(VaOpcode.GATHER, 8, src=o, dst=o + 64, esize=1, stride=3),
+        VaCommand(VaOpcode.SCATTER, 8, src=o + 1, dst=o + 64, esize=1, stride=2),
+        VaCommand(VaOpcode.SCATTER, 8, src=o, dst=o + 64, esize=2, stride=6),
+        VaCommand(VaOpcode.SCATTER, 2, src=o, dst=top, esize=2, stride=64),
         VaCommand(VaOpcode.SCALE, 64, src=top, dst=o),                  # wraps past 2**48
         VaCommand(VaOpcode.ADD, 8, src=o, src2=o, dst=top + 62),
         VaCommand(VaOpcode.GATHER, 65536, src=top, dst=o + 64, esize=0, stride=1),
@@ -138,8 +149,9 @@ async def bad_commands(dut):
 
 @cocotb.test()
 async def axi_errors(dut):
-    """A read error inside an operand, at a strided gather's element, and a write error
-    inside the result: AXI_READ/WRITE_ERROR with the failing burst's first byte, only
+    """A read error inside an operand, at a strided gather's element, a write error inside
+    the result and at a scatter's element: AXI_READ/WRITE_ERROR with the failing burst's
+    first byte (a gather's or scatter's element address), only
     golden bytes written before it, and the next command runs."""
     bench, rng = await new_bench(dut)
     o = bench.origin
@@ -163,8 +175,15 @@ async def axi_errors(dut):
     bench.ram.error_ranges = [ErrorRange(cmd.dst + 550, cmd.dst + 551, reads=False)]
     first = ((cmd.dst & ~(BUS - 1)) + 2 * 16 * BUS) & 0xFFFFFFFF
     await bench.check(cmd, expect=ErrorCode.AXI_WRITE_ERROR, err_addr=first)
+    # Scatter: the element's own address.
+    sc = VaCommand(VaOpcode.SCATTER, 40, src=o + 0x50000 + 2, dst=o + 0x60000 + 6, esize=1,
+                   stride=1030)
+    element = sc.dst + 9 * sc.stride
+    bench.ram.error_ranges = [ErrorRange(element, element + 1, reads=False)]
+    await bench.check(sc, expect=ErrorCode.AXI_WRITE_ERROR, err_addr=element & 0xFFFFFFFF)
     bench.ram.error_ranges = []
     await bench.check(cmd)
+    await bench.check(sc)
 
 
 @cocotb.test()
@@ -193,14 +212,15 @@ async def start_while_busy(dut):
 @cocotb.test()
 async def performance(dut):
     """Throughput against the bus limit (memory latency 20 cycles, 128-bit bus), checked
-    bit for bit like every command: SCALE and ADD over 65 536 bf16 elements (limits: 8
-    and 4 elements a cycle, as ADD reads two operands), and a gather of 2048 four-byte
+    bit for bit like every command: SILU, SCALE and ADD over 65 536 bf16 elements
+    (limits: 8, 8 and 4 elements a cycle, as ADD reads two operands), a gather of 2048 four-byte
     elements at a 2048-byte stride (limit: one read, so one element, a cycle). Goals:
     >= 90 % of the limit for the streaming ops, >= 0.9 elements a cycle for the gather.
     Verilator only (the runs are 10 000 to 40 000 cycles)."""
     bench, rng = await new_bench(dut, window=(0x7F00_0000_0000, 1 << 24))
     n = 65536
-    for op, limit in ((VaOpcode.SCALE, BUS // 2), (VaOpcode.ADD, BUS // 4)):
+    for op, limit in ((VaOpcode.SILU, BUS // 2), (VaOpcode.SCALE, BUS // 2),
+                      (VaOpcode.ADD, BUS // 4)):
         outcome = await bench.check(elementwise(bench, rng, op, n, aligned=True))
         rate = n / outcome.cycles
         print(f"VA perf: {op.name} n={n}: {outcome.cycles} cycles, {rate:.3f} elements/cycle, "
@@ -212,3 +232,20 @@ async def performance(dut):
     print(f"VA perf: GATHER n={g.length} stride=2048 esize=4: {outcome.cycles} cycles, "
           f"{rate:.3f} elements/cycle")
     assert rate >= 0.9, f"gather: {rate:.3f} elements/cycle"
+
+
+@cocotb.test()
+async def functions_exhaustive(dut):
+    """EXP and SILU over every bf16 bit pattern (one 65 536-element command each) on
+    Verilator, bit for bit against the golden model whose bounds are checked
+    exhaustively in tests/test_golden_va.py; on Icarus a random 2048-pattern vector."""
+    bench, rng = await new_bench(dut, window=(0x7F00_0000_0000, 1 << 19))
+    patterns = np.arange(65536, dtype=np.uint32).astype(np.uint16)
+    if ICARUS:
+        patterns = np.array(rng.sample(range(65536), 2048), np.uint16)
+    n = len(patterns)
+    for op in (VaOpcode.EXP, VaOpcode.SILU):
+        src = bench.origin + 2 * rng.randrange(0, 1000)
+        dst = bench.origin + (1 << 18) + 2 * rng.randrange(0, 1000)
+        bench.place(src, patterns[rng.sample(range(n), n)] if rng.random() < 0.5 else patterns)
+        await bench.check(VaCommand(op, n, src=src, dst=dst))

@@ -7,20 +7,26 @@ Data flow of one command::
                     └► Realign ─► WordsToVector ─┤ y ─► LaneEngine ─► VectorToWords ─┐
     strided GATHER:                                                                  ├─► StreamWriter
       StridedGather (one read per element, many in flight) ──────────────────────────┘
+    EXP, SILU (data_width/16 elements a cycle, three register stages):
+      OperandReader ─► Realign ─► UnaryUnit ─► StreamWriter
+    strided SCATTER:
+      OperandReader ─► Realign ─► StridedScatter (one write per element, many in flight)
 
 Both paths read through one memory port (``rd_req`` / ``rd_resp``, the running
 command's path owns it) and write through the :class:`~hdl.va.streams.StreamWriter`.
 """
 
-from amaranth.hdl import Cat, Module, ResetInserter, Signal
+from amaranth.hdl import Cat, Module, Mux, ResetInserter, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
 from hdl.codes import ErrorCode, VaOpcode
 from hdl.common.memport import PHYS_ADDR_BITS, MemPortSignature
+from hdl.va.functions import UnaryUnit
 from hdl.va.gather import StridedGather
 from hdl.va.lanes import LaneEngine
+from hdl.va.scatter import StridedScatter
 from hdl.va.streams import (
     ErrorEvent,
     OperandReader,
@@ -36,7 +42,8 @@ __all__ = ["MAX_LENGTH", "RTL_OPCODES", "VaCommandLayout", "VectorCore", "check_
 MAX_LENGTH = 65536
 VALID_LANES = (4, 8, 16, 32, 64)
 VALID_DATA_WIDTH = (64, 128, 256, 512)
-RTL_OPCODES = (VaOpcode.GATHER, VaOpcode.ADD, VaOpcode.MUL, VaOpcode.SCALE)
+RTL_OPCODES = (VaOpcode.GATHER, VaOpcode.SCATTER, VaOpcode.ADD, VaOpcode.MUL, VaOpcode.SCALE,
+               VaOpcode.EXP, VaOpcode.SILU)
 """The commands this RTL runs; START refuses the others with BAD_COMMAND."""
 
 
@@ -91,6 +98,8 @@ class VectorCore(wiring.Component):
         known = Signal()
         m.d.comb += known.eq(Cat(*(cmd.op == op for op in RTL_OPCODES)).any())
         gather = cmd.op == VaOpcode.GATHER
+        scatter = cmd.op == VaOpcode.SCATTER
+        moves = gather | scatter
         two = (cmd.op == VaOpcode.ADD) | (cmd.op == VaOpcode.MUL)
         size = Signal(3)
         m.d.comb += size.eq(1 << cmd.esize)
@@ -99,13 +108,15 @@ class VectorCore(wiring.Component):
         m.d.comb += span.eq((n - 1) * cmd.stride + size)
         ranges = [
             (cmd.src, span, size - 1, gather),
+            (cmd.src, n << cmd.esize, size - 1, scatter),
             (cmd.dst, n << cmd.esize, size - 1, gather),
-            (cmd.src, n << 1, 1, ~gather),
+            (cmd.dst, span, size - 1, scatter),
+            (cmd.src, n << 1, 1, ~moves),
             (cmd.src2, n << 1, 1, two),
-            (cmd.dst, n << 1, 1, ~gather),
+            (cmd.dst, n << 1, 1, ~moves),
         ]
         bad_shape = (~known | (cmd.length == 0) | (cmd.length > MAX_LENGTH)
-                     | (gather & (cmd.esize == 3)))
+                     | (moves & (cmd.esize == 3)))
         with m.If(bad_shape):
             m.d.comb += self.refuse_code.eq(ErrorCode.BAD_COMMAND)
         for addr, nbytes, _, used in ranges:
@@ -116,7 +127,7 @@ class VectorCore(wiring.Component):
             with m.Elif(used & ((addr & mask) != 0)):
                 m.d.comb += [self.refuse_code.eq(ErrorCode.MISALIGNED),
                              self.refuse_addr.eq(addr[:32])]
-        with m.Elif(gather & ((cmd.stride & (size - 1)) != 0)):
+        with m.Elif(moves & ((cmd.stride & (size - 1)) != 0)):
             m.d.comb += [self.refuse_code.eq(ErrorCode.MISALIGNED),
                          self.refuse_addr.eq(cmd.stride)]
 
@@ -133,6 +144,8 @@ class VectorCore(wiring.Component):
         with m.If(self.launch):
             m.d.sync += cmd.eq(self.cmd)
         gather = cmd.op == VaOpcode.GATHER
+        scatter = cmd.op == VaOpcode.SCATTER
+        unary = (cmd.op == VaOpcode.EXP) | (cmd.op == VaOpcode.SILU)
         two = (cmd.op == VaOpcode.ADD) | (cmd.op == VaOpcode.MUL)
         n = cmd.length[:17]
         abort = Signal()
@@ -142,7 +155,11 @@ class VectorCore(wiring.Component):
         m.submodules.engine = engine = ResetInserter(go)(LaneEngine(lanes))
         m.submodules.v2w = v2w = VectorToWords(width, ratio)
         m.submodules.writer = writer = StreamWriter(width)
-        nbytes = n << 1
+        m.submodules.scatterer = scatterer = StridedScatter(width)
+        m.submodules.functions = functions = ResetInserter(go)(UnaryUnit(width))
+        # bytes of each contiguous operand: bf16 vectors, or a scatter's packed elements
+        nbytes = Signal(range(4 * MAX_LENGTH + 1))
+        m.d.comb += nbytes.eq(Mux(scatter, n << cmd.esize, n << 1))
         for i, (addr, used) in enumerate(((cmd.src, ~gather), (cmd.src2, two))):
             realign = Realign(width)
             w2v = WordsToVector(width, ratio)
@@ -159,28 +176,53 @@ class VectorCore(wiring.Component):
                 w2v.words.eq(words_for(0, nbytes, bb)),
             ]
             wiring.connect(m, getattr(reader, f"out{i}"), realign.i)
-            wiring.connect(m, realign.o, w2v.i)
+            if i == 0:      # the first operand feeds the lanes, a scatter or the functions
+                with m.If(scatter):
+                    m.d.comb += [scatterer.i.payload.eq(realign.o.payload),
+                                 scatterer.i.valid.eq(realign.o.valid),
+                                 realign.o.ready.eq(scatterer.i.ready)]
+                with m.Elif(unary):
+                    m.d.comb += [functions.i.payload.eq(realign.o.payload),
+                                 functions.i.valid.eq(realign.o.valid),
+                                 realign.o.ready.eq(functions.i.ready)]
+                with m.Else():
+                    m.d.comb += [w2v.i.payload.eq(realign.o.payload),
+                                 w2v.i.valid.eq(realign.o.valid),
+                                 realign.o.ready.eq(w2v.i.ready)]
+            else:
+                wiring.connect(m, realign.o, w2v.i)
             wiring.connect(m, w2v.o, engine.x if i == 0 else engine.y)
         wiring.connect(m, engine.o, v2w.i)
         m.d.comb += [
-            reader.start.eq(go), v2w.start.eq(go), engine.op.eq(cmd.op),
+            reader.start.eq(go), v2w.start.eq(go), engine.op.eq(cmd.op), functions.op.eq(cmd.op),
             engine.scalar.eq(cmd.scalar[:16]),
             gatherer.start.eq(go & gather), gatherer.base.eq(cmd.src),
             gatherer.stride.eq(cmd.stride), gatherer.esize.eq(cmd.esize),
             gatherer.count.eq(n),
-            writer.start.eq(go), writer.addr.eq(cmd.dst),
-            writer.nbytes.eq(n << cmd.esize),
+            scatterer.start.eq(go & scatter), scatterer.base.eq(cmd.dst),
+            scatterer.stride.eq(cmd.stride), scatterer.esize.eq(cmd.esize),
+            scatterer.count.eq(n),
+            # a scatter writes through its own unit: the stream writer has nothing to do
+            writer.start.eq(go), writer.addr.eq(Mux(scatter, 0, cmd.dst)),
+            writer.nbytes.eq(Mux(gather, n << cmd.esize, Mux(scatter, 0, nbytes))),
         ]
-        with m.If(~gather):
-            m.d.comb += writer.nbytes.eq(nbytes)
-        for unit in (reader, gatherer, writer):
+        for unit in (reader, gatherer, writer, scatterer):
             m.d.comb += unit.abort.eq(abort)
 
         # The running command's path owns the read port and feeds the writer.
         mem = self.mem
-        wiring.connect(m, wiring.flipped(mem.wr_req), writer.wr_req)
-        wiring.connect(m, wiring.flipped(mem.wr_data), writer.wr_data)
-        wiring.connect(m, wiring.flipped(mem.wr_resp), writer.wr_resp)
+        for name in ("wr_req", "wr_data"):
+            port, ours, theirs = getattr(mem, name), getattr(writer, name), getattr(scatterer, name)
+            with m.If(scatter):
+                m.d.comb += [port.payload.eq(theirs.payload), port.valid.eq(theirs.valid),
+                             theirs.ready.eq(port.ready)]
+            with m.Else():
+                m.d.comb += [port.payload.eq(ours.payload), port.valid.eq(ours.valid),
+                             ours.ready.eq(port.ready)]
+        for unit in (writer, scatterer):
+            m.d.comb += [unit.wr_resp.payload.eq(mem.wr_resp.payload),
+                         unit.wr_resp.valid.eq(mem.wr_resp.valid & (scatter == (unit is scatterer)))]
+        m.d.comb += mem.wr_resp.ready.eq(1)
         with m.If(gather):
             m.d.comb += [mem.rd_req.payload.eq(gatherer.rd_req.payload),
                          mem.rd_req.valid.eq(gatherer.rd_req.valid),
@@ -191,6 +233,16 @@ class VectorCore(wiring.Component):
                          writer.i.payload.eq(gatherer.o.payload),
                          writer.i.valid.eq(gatherer.o.valid),
                          gatherer.o.ready.eq(writer.i.ready)]
+        with m.Elif(unary):
+            m.d.comb += [mem.rd_req.payload.eq(reader.rd_req.payload),
+                         mem.rd_req.valid.eq(reader.rd_req.valid),
+                         reader.rd_req.ready.eq(mem.rd_req.ready),
+                         reader.rd_resp.payload.eq(mem.rd_resp.payload),
+                         reader.rd_resp.valid.eq(mem.rd_resp.valid),
+                         mem.rd_resp.ready.eq(reader.rd_resp.ready),
+                         writer.i.payload.eq(functions.o.payload),
+                         writer.i.valid.eq(functions.o.valid),
+                         functions.o.ready.eq(writer.i.ready)]
         with m.Else():
             m.d.comb += [mem.rd_req.payload.eq(reader.rd_req.payload),
                          mem.rd_req.valid.eq(reader.rd_req.valid),
@@ -203,7 +255,8 @@ class VectorCore(wiring.Component):
                          v2w.o.ready.eq(writer.i.ready)]
 
         error = Signal(ErrorEvent())
-        idle = reader.idle & gatherer.idle & writer.idle
+        idle = reader.idle & gatherer.idle & writer.idle & scatterer.idle
+        units = (reader, gatherer, writer, scatterer)
         with m.If(self.launch):
             m.d.sync += abort.eq(0)
         with m.FSM():
@@ -211,12 +264,12 @@ class VectorCore(wiring.Component):
                 with m.If(go):
                     m.next = "RUN"
             with m.State("RUN"):
-                for unit in (reader, gatherer, writer):
+                for unit in units:
                     with m.If(unit.error.valid):
                         m.d.sync += [error.eq(unit.error), abort.eq(1)]
                         m.next = "ABORT"
-                with m.If(~reader.error.valid & ~gatherer.error.valid & ~writer.error.valid
-                          & writer.done & idle):
+                with m.If(~Cat(*(unit.error.valid for unit in units)).any()
+                          & writer.done & (scatterer.done | ~scatter) & idle):
                     m.d.comb += self.finish.eq(1)
                     m.next = "IDLE"
             with m.State("ABORT"):

@@ -43,7 +43,15 @@ __all__ = ["McBench", "Client", "Request", "MC_GTKW_GROUPS"]
 MC_GTKW_GROUPS = [
     ("clock, reset, interrupt", ["ap_clk", "ap_rst_n", "interrupt"]),
     ("channel 0", ["ch0__*"]),
+    ("channel 0 inside", ["core.chan0.fsm_state", "core.chan0.pending",
+                          "core.chan0.resp_tx.credits", "core.chan0.req_rx.level",
+                          "core.chan0.wdata_rx.level"]),
     ("channel 1", ["ch1__*"]),
+    ("arbiter", ["core.arbiter.request", "core.arbiter.grant", "core.arbiter.age*",
+                 "core.advance", "core.fill_go"]),
+    ("prefetch", ["core.prefetch.window", "core.prefetch.on", "core.prefetch.trigger",
+                  "core.prefetch.cursor", "core.prefetch.end", "core.prefetch.fill__valid",
+                  "core.prefetch.hit", "core.prefetch.inval", "core.prefetch.ev_evicted"]),
     ("m_axi_gmem read", ["m_axi_gmem_ar*", "m_axi_gmem_r*"]),
     ("m_axi_gmem write", ["m_axi_gmem_aw*", "m_axi_gmem_w*", "m_axi_gmem_b*"]),
 ]

@@ -150,7 +150,8 @@ class McCore(wiring.Component):
         # (so the prefetcher keeps pace with a demand stream), and a fill never goes while
         # a write is in flight (its data could be older than the write's).
         pf = self._prefetch(m, lanes)
-        want, advance, fill_go, fill_turn = Signal(), Signal(), Signal(), Signal()
+        want, advance = Signal(name="want"), Signal(name="advance")
+        fill_go, fill_turn = Signal(name="fill_go"), Signal(name="fill_turn")
         fill_ok = pf.fill.valid & can_read & ~btags.r_rdy & ~wtags.r_rdy
         m.d.comb += [
             want.eq((arb.grant != 0) & Mux(burst.write, can_write, can_read)),

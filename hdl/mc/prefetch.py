@@ -121,7 +121,7 @@ class PrefetchBuffer(wiring.Component):
                 m.d.comb += [self.look_hit.eq(1), self.look_slot.eq(i)]
 
         # The engine: the next line to consider and the end of the walk.
-        cursor, end = Signal(LINE_BITS), Signal(LINE_BITS)
+        cursor, end = Signal(LINE_BITS, name="cursor"), Signal(LINE_BITS, name="end")
         start = Signal(LINE_BITS + 1)
         reach = Signal(LINE_BITS + 2)
         limit = Signal(LINE_BITS + 1)

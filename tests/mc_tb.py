@@ -79,6 +79,8 @@ async def random_traffic(dut):
     reads = sum(r.op == McOp.READ for c in bench.clients for r in c.answered)
     assert await bench.regs.read("READS") == reads
     assert await bench.regs.read("WRITES") == bench.channels * count - reads
+    await bench.regs.write_fields("CLEAR", counters=1)
+    assert await bench.regs.read("READS") == 0 and await bench.regs.read("WRITES") == 0
 
 
 @cocotb.test()

@@ -6,7 +6,8 @@ Amaranth. The RTL wraps these values in ``amaranth.lib.enum`` shapes where it ne
 
 from enum import IntEnum
 
-__all__ = ["ErrorCode", "MaMode", "BlockId", "VaOpcode", "McOp", "TrafficClass"]
+__all__ = ["ErrorCode", "MaMode", "BlockId", "VaOpcode", "McOp", "TrafficClass", "MuonPort",
+           "MuonVc", "MUON_HOP_CYCLES", "MUON_INJECT_CYCLES"]
 
 
 class ErrorCode(IntEnum):
@@ -68,3 +69,26 @@ class TrafficClass(IntEnum):
     CACHE_MIGRATE = 3
     PREFILL = 5
     DECODE = 7
+
+
+class MuonPort(IntEnum):
+    """The five ports of a Muon router. North is row y - 1, south row y + 1, west
+    column x - 1, east column x + 1."""
+    LOCAL = 0
+    NORTH = 1
+    EAST = 2
+    SOUTH = 3
+    WEST = 4
+
+
+class MuonVc(IntEnum):
+    """Virtual channel of a Muon flit: best effort, or traffic of a granted reservation."""
+    BEST_EFFORT = 0
+    RESERVED = 1
+
+
+# Muon timing contract (cycles), which the reservation arbiter plans with: a flit that
+# crosses a router's switch in cycle t crosses the next router's switch in cycle t + 2;
+# a flit accepted on an injection port in cycle t crosses its first switch in t + 1.
+MUON_HOP_CYCLES = 2
+MUON_INJECT_CYCLES = 1

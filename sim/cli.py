@@ -42,12 +42,22 @@ def _va_top(params):
     return VaTop(lanes=params["L"], data_width=params["DATA_WIDTH"])
 
 
+def _muon_top(params):
+    from hdl.top.muon import MuonTop, check_parameters
+    args = (params["COLS"], params["ROWS"], params["SLOTS"], params["BE_DEPTH"],
+            params["RSV_DEPTH"])
+    check_parameters(*args)
+    return MuonTop(args[0], args[1], slots=args[2], be_depth=args[3], rsv_depth=args[4])
+
+
 # block name → (Verilog module name, accepted parameters with defaults, top factory)
 BLOCKS = {
     "ma": ("v4hw_ma", {"P": 8, "DATA_WIDTH": 128}, _ma_top),
     "mc": ("v4hw_mc", {"CHANNELS": 4, "DATA_WIDTH": 128, "AGE_LIMIT": 8,
                        "PREFETCH_LINES": 32}, _mc_top),
     "va": ("v4hw_va", {"L": 32, "DATA_WIDTH": 128}, _va_top),
+    "muon": ("v4hw_muon", {"ROWS": 4, "COLS": 4, "SLOTS": 8, "BE_DEPTH": 8, "RSV_DEPTH": 4},
+             _muon_top),
 }
 
 

@@ -27,3 +27,23 @@ def test_verilog_module_name_and_ports(tmp_path):
                  "s_axi_control_rdata", "m_axi_gmem_arvalid", "m_axi_gmem_wstrb"):
         assert re.search(rf"\b{port}\b", header), port
     assert re.search(r"input \[63:0\] m_axi_gmem_rdata|\[63:0\] m_axi_gmem_rdata", text)
+
+
+def test_muon_verilog_has_a_port_set_per_node(tmp_path):
+    out = tmp_path / "muon.v"
+    assert main(["verilog", "muon", "--param", "ROWS=2", "--param", "COLS=2",
+                 "-o", str(out)]) == 0
+    header = out.read_text().split("module v4hw_muon(", 1)[1].split(";", 1)[0]
+    for n in range(4):
+        for port in (f"inject{n}_valid", f"inject{n}_ready", f"inject{n}_payload",
+                     f"eject{n}_valid", f"eject{n}_ready", f"dropped{n}_valid"):
+            assert re.search(rf"\b{port}\b", header), port
+    assert not re.search(r"\binject4_valid\b", header)
+    assert re.search(r"\bs_axi_control_awaddr\b", header)
+
+
+@pytest.mark.parametrize("param", ["ROWS=0", "COLS=17", "SLOTS=33", "RSV_DEPTH=2", "BE_DEPTH=1"])
+def test_muon_bad_parameter(param, tmp_path, capsys):
+    assert main(["verilog", "muon", "--param", param, "-o", str(tmp_path / "x.v")]) == 2
+    assert capsys.readouterr().err.startswith("v4hw: error: muon:")
+    assert not (tmp_path / "x.v").exists()

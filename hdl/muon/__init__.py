@@ -1,0 +1,1 @@
+"""The Muon network-on-chip: flit layouts, routers, the mesh and the reservation arbiter."""

@@ -1,0 +1,104 @@
+"""Muon flit and packet layouts, and the signatures of the links that carry them.
+
+One definition for the RTL, the testbench (``Layout.const({...}).as_bits()`` to pack,
+``Layout.from_bits(x)`` to unpack) and the documentation. A packet is one head flit
+(its ``data`` is a :class:`HeaderLayout`) followed by zero or more body flits; its last
+flit has ``tail`` set (a one-flit packet has ``head`` and ``tail`` both set).
+"""
+
+from amaranth.hdl import unsigned
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from hdl.codes import MuonVc
+
+__all__ = [
+    "COORD_BITS", "CLASS_BITS", "RSV_ID_BITS", "FLIT_DATA_BITS", "MAX_MESH_SIDE",
+    "HeaderLayout", "FlitDataLayout", "FlitLayout", "DropLayout", "VC_COUNT",
+    "MuonLinkSignature", "FlitStreamSignature", "DropSignature",
+]
+
+COORD_BITS = 4                      # mesh coordinates: up to 16 × 16 routers
+MAX_MESH_SIDE = 1 << COORD_BITS
+CLASS_BITS = 3                      # hdl.codes.TrafficClass values 0..7
+RSV_ID_BITS = 8                     # reservation id: generation and slot (hdl.muon.rbr)
+FLIT_DATA_BITS = 96                 # a flit carries a header or 96 payload bits
+VC_COUNT = len(MuonVc)
+
+
+class HeaderLayout(data.Struct):
+    """The head flit's data: the TSP time stamp and the routing fields.
+
+    ``ts`` is the 64-bit timebase value of the cycle the head was accepted on the
+    injection port (the injection port writes it; what the source puts there is
+    overwritten). ``rsv_id`` names the reservation of a packet on the reserved VC
+    (informational: routers steer by VC), 0 on the best-effort VC.
+    """
+    ts: unsigned(64)
+    src_x: unsigned(COORD_BITS)
+    src_y: unsigned(COORD_BITS)
+    dst_x: unsigned(COORD_BITS)
+    dst_y: unsigned(COORD_BITS)
+    cls: unsigned(CLASS_BITS)
+    rsv_id: unsigned(RSV_ID_BITS)
+
+
+class FlitDataLayout(data.Union):
+    """A flit's 96 data bits: the header of a head flit, or payload."""
+    header: HeaderLayout
+    payload: unsigned(FLIT_DATA_BITS)
+
+
+class FlitLayout(data.Struct):
+    """One flit: its virtual channel (:class:`hdl.codes.MuonVc`), packet framing, data."""
+    vc: unsigned(1)
+    head: unsigned(1)
+    tail: unsigned(1)
+    data: FlitDataLayout
+
+
+class DropLayout(data.Struct):
+    """A packet a router discarded: its header, and why (``bad_dst``: the destination
+    is outside the mesh; otherwise TSP: older than MAX_AGE at its destination)."""
+    header: HeaderLayout
+    bad_dst: unsigned(1)
+
+
+class MuonLinkSignature(wiring.Signature):
+    """A router-to-router link with credit-based flow control, seen from the sender.
+
+    Rules:
+
+    1. ``valid`` is high in a cycle in which ``flit`` is on the link. The receiver takes
+       every valid flit: there is no ready.
+    2. The receiver has a buffer of ``depth[vc]`` flits per virtual channel. The sender
+       keeps one credit counter per VC, starting at that depth after reset, spends one
+       credit per flit sent on that VC and never sends on a VC with no credit.
+    3. ``credit`` bit ``vc`` is a one-cycle pulse from the receiver each time it frees a
+       slot of that VC's buffer; each pulse gives the sender one credit back.
+    4. So no buffer overflows, no flit is dropped on a link and no credit is created or
+       lost: credits held + flits in flight + flits buffered + credits in flight = depth.
+    """
+
+    def __init__(self):
+        super().__init__({
+            "valid": Out(1),
+            "flit": Out(FlitLayout),
+            "credit": In(VC_COUNT),
+        })
+
+
+def FlitStreamSignature():
+    """Injection and ejection ports: a ``lib.stream`` of flits (valid/ready).
+
+    On an injection port, ``ready`` may depend on the offered flit's VC (each VC has
+    its own buffer). Flits of the two VCs may interleave on a port between or inside
+    packets; within one VC, a packet's flits are consecutive.
+    """
+    return stream.Signature(FlitLayout)
+
+
+def DropSignature():
+    """Drop events of one router: at most one discarded packet per cycle (``valid`` for
+    one cycle per packet, with its header in ``payload``); nothing can hold them back."""
+    return wiring.Signature({"valid": Out(1), "payload": Out(DropLayout)})

@@ -1,0 +1,95 @@
+"""The Muon mesh: ``cols`` × ``rows`` routers joined by credit-flow-controlled links,
+and the reservation windows that keep best-effort flits off reserved links."""
+
+from amaranth.hdl import Module, Signal
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+from hdl.codes import MUON_HOP_CYCLES, MUON_INJECT_CYCLES, MuonPort
+
+from .layouts import DropSignature, FlitStreamSignature
+from .rbr import DURATION_BITS, SlotLayout, check_rbr_parameters, router_on_path
+from .router import PORTS, Router, check_router_parameters
+
+__all__ = ["Mesh", "node_index"]
+
+# Window positions are compared on this many bits of (now - start - 1); beyond it every
+# window of a slot has ended (hops · 2 + duration < 2^17).
+_REL_BITS = DURATION_BITS + 1
+
+
+def node_index(x, y, cols):
+    """Index of router (x, y) in the mesh's port arrays: row-major."""
+    return y * cols + x
+
+
+class Mesh(wiring.Component):
+    """A ``cols`` × ``rows`` mesh of :class:`hdl.muon.router.Router`.
+
+    Ports are arrays indexed by :func:`node_index`: ``inject[n]``, ``eject[n]``,
+    ``dropped[n]``. ``now`` is the timebase, ``max_age`` the TSP limit (cycles), and
+    ``slots`` the reservation table: a router output on a slot's path is blocked for
+    best-effort flits in the slot's window there (``hdl.muon.rbr``).
+    """
+
+    def __init__(self, cols, rows, *, slots=8, be_depth=8, rsv_depth=4, starve_limit=4):
+        check_router_parameters(cols, rows, be_depth, rsv_depth, starve_limit)
+        check_rbr_parameters(slots)
+        self.cols, self.rows, self.n_slots = cols, rows, slots
+        self._depths = dict(be_depth=be_depth, rsv_depth=rsv_depth, starve_limit=starve_limit)
+        nodes = cols * rows
+        # Per router: its outputs inside a reservation window (read by the unit tests).
+        self._blocks = {(x, y): Signal(PORTS, name=f"block_{x}_{y}")
+                        for y in range(rows) for x in range(cols)}
+        super().__init__({
+            "inject": In(FlitStreamSignature()).array(nodes),
+            "eject": Out(FlitStreamSignature()).array(nodes),
+            "dropped": Out(DropSignature()).array(nodes),
+            "now": In(64), "max_age": In(32),
+            "slots": In(data.ArrayLayout(SlotLayout, slots)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cols, rows = self.cols, self.rows
+        # Per slot: where this cycle falls relative to its start (shared by all routers).
+        windows = []
+        for e, slot in enumerate(self.slots):
+            rel = Signal(65, name=f"rel{e}")
+            live = Signal(name=f"live{e}")
+            m.d.comb += [rel.eq(self.now - slot.start - MUON_INJECT_CYCLES),
+                         live.eq(slot.valid & (self.now >= slot.start + MUON_INJECT_CYCLES)
+                                 & (rel[_REL_BITS:] == 0))]
+            windows.append((slot, rel[:_REL_BITS], live))
+        routers = {}
+        for y in range(rows):
+            for x in range(cols):
+                r = routers[x, y] = Router(x, y, cols, rows, **self._depths)
+                m.submodules[f"r{x}_{y}"] = r
+                n = node_index(x, y, cols)
+                wiring.connect(m, wiring.flipped(self.inject[n]), r.inject)
+                wiring.connect(m, r.eject, wiring.flipped(self.eject[n]))
+                wiring.connect(m, r.dropped, wiring.flipped(self.dropped[n]))
+                m.d.comb += [r.now.eq(self.now), r.max_age.eq(self.max_age),
+                             r.block.eq(self._block(m, x, y, windows))]
+        for (x, y), r in routers.items():
+            if x + 1 < cols:
+                wiring.connect(m, r.out_east, routers[x + 1, y].in_west)
+                wiring.connect(m, routers[x + 1, y].out_west, r.in_east)
+            if y + 1 < rows:
+                wiring.connect(m, r.out_south, routers[x, y + 1].in_north)
+                wiring.connect(m, routers[x, y + 1].out_north, r.in_south)
+        return m
+
+    def _block(self, m, x, y, windows):
+        """Bit per output of router (x, y): inside some slot's window this cycle. Switch
+        cycle t is in the window of hop k when 2k <= t - start - 1 < 2k + duration."""
+        block = self._blocks[x, y]
+        for e, (slot, rel, live) in enumerate(windows):
+            on, hop, route = router_on_path(m, x, y, slot, f"w{e}_{x}_{y}")
+            active = (live & on & (rel >= MUON_HOP_CYCLES * hop)
+                      & (rel < MUON_HOP_CYCLES * hop + slot.duration))
+            for port in MuonPort:
+                with m.If(active & (route == port)):
+                    m.d.comb += block[port].eq(1)
+        return block

@@ -267,6 +267,9 @@ def build_parser():
     p = sub.add_parser("demo", help="run the MA on a 128³ int8 and bf16 tile (Verilator)")
     p.add_argument("--no-waves", action="store_true", help="record no VCD / .gtkw")
 
+    sub.add_parser("muon", add_help=False,
+                   help="Muon tools: `v4hw muon analyze CAPTURE [--show-rbr] [--show-conflict] "
+                        "[--stats] [--distribution]`")
     sub.add_parser("sim", add_help=False,
                    help="run the cocotb regressions (arguments go to pytest)")
     p = sub.add_parser("waves", help="rerun one pytest test with waveforms recorded")
@@ -277,6 +280,12 @@ def build_parser():
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
+    if argv[:1] == ["muon"]:
+        if argv[1:2] != ["analyze"]:
+            print("v4hw: error: usage: v4hw muon analyze CAPTURE [options]", file=sys.stderr)
+            return 2
+        from sim import muon_analyze
+        return muon_analyze.main(argv[2:])
     # regmap and sim pass their arguments through untouched.
     if argv and argv[0] in ("regmap", "sim"):
         handler = {"regmap": cmd_regmap, "sim": cmd_sim}[argv[0]]

@@ -11,7 +11,7 @@ import os
 
 import cocotb
 
-from golden.muon import hops, path_links
+from golden.muon import hops
 from hdl.codes import TrafficClass
 from hdl.common.axi import AxiResp
 from hdl.top.muon import MUON_VERSION
@@ -165,4 +165,5 @@ async def reserved_flows_zero_jitter(dut):
     packets = await bench.finish()
     reserved = [p for p in packets if p.vc]
     assert reserved and all(p.rx is not None for p in reserved)
-    assert len({len(path_links(p.src, p.dst)) for p in reserved}) >= 1
+    # The sniffer's capture, beside results.xml: `v4hw muon analyze muon.capture`.
+    bench.capture("muon.capture")

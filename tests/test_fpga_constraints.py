@@ -103,6 +103,8 @@ def test_xdc_names_ports_of_every_block(block):
     patterns = xdc_port_patterns((U280 / "v4hw_kernel.xdc").read_text())
     assert patterns
     for pattern, direction in patterns:
+        if block == "muon" and pattern.startswith("m_axi_gmem"):
+            continue   # the NoC has no memory master: memory traffic rides its packets
         hits = [p for p in fnmatch.filter(ports, pattern) if direction in (None, ports[p])]
         assert hits, f"{pattern} ({direction or 'any direction'}) matches no port of {name}"
     # Every port of the kernel interface is constrained by some pattern. (The MC's

@@ -141,6 +141,9 @@ class InputUnit(wiring.Component):
         self._pos, self._size = (x, y), (cols, rows)
         self._depths = (be_depth, rsv_depth)
         self._limit, self._local = starve_limit, local
+        width = FlitLayout.as_shape().size
+        # The buffers, one per VC (their levels are read by the formal proofs).
+        self._fifos = [SyncFIFO(width=width, depth=depth) for depth in self._depths]
         super().__init__({
             "w_valid": In(1), "w_flit": In(FlitLayout), "w_rdy": Out(VC_COUNT),
             "credit": Out(VC_COUNT),
@@ -153,9 +156,8 @@ class InputUnit(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         (x, y), (cols, rows) = self._pos, self._size
-        width = FlitLayout.as_shape().size
-        fifos = [SyncFIFO(width=width, depth=depth) for depth in self._depths]
-        incoming = FlitLayout(Signal(width, name="incoming"))
+        fifos = self._fifos
+        incoming = FlitLayout(Signal(FlitLayout.as_shape().size, name="incoming"))
         m.d.comb += incoming.eq(self.w_flit)
         if self._local:  # TSP: the injection port writes the injection time
             with m.If(self.w_flit.head):
@@ -239,6 +241,10 @@ class OutputUnit(wiring.Component):
 
     def __init__(self, be_depth, rsv_depth, *, local):
         self._depths, self._local = (be_depth, rsv_depth), local
+        # The credit counters (a link output only), named for the formal proofs.
+        self._credits = [] if local else [
+            Signal(range(depth + 1), init=depth, name=f"credits{vc}")
+            for vc, depth in enumerate(self._depths)]
         members = {
             "valid": In(PORTS), "vc": In(PORTS), "head": In(PORTS), "tail": In(PORTS),
             "key": In(data.ArrayLayout(KEY_BITS, PORTS)),
@@ -287,8 +293,7 @@ class OutputUnit(wiring.Component):
             free = ~self.eject.valid | self.eject.ready
             can = (free, free)
         else:
-            credits = [Signal(range(depth + 1), init=depth, name=f"credits{vc}")
-                       for vc, depth in enumerate(self._depths)]
+            credits = self._credits
             can = tuple(c != 0 for c in credits)
         grant1, _, _ = self._lane(m, 1, self.valid & self.vc, can[1], lambda heads: heads)
         send1 = grant1.any()

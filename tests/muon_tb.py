@@ -167,3 +167,35 @@ async def reserved_flows_zero_jitter(dut):
     assert reserved and all(p.rx is not None for p in reserved)
     # The sniffer's capture, beside results.xml: `v4hw muon analyze muon.capture`.
     bench.capture("muon.capture")
+
+
+@cocotb.test()
+async def priority_and_starvation_bound(dut):
+    """Two inputs keep a node's ejection port busy with decode packets; a cache-migrate
+    packet injected there waits behind at least starve_limit (4) of them (class
+    priority), and at most starve_limit + 3 more plus the one holding the port (the
+    documented starvation bound); without the promotion it would wait for ever."""
+    bench, rng = await new_bench(dut)
+    await bench.set_max_age(1 << 30)
+    target, west, south = (1, 0), (0, 0), (1, 1)
+
+    def keep_busy(bench, cycle):
+        for src in (west, south):
+            if len(bench.node(src).queue) < 2:
+                bench.send(src, target, TrafficClass.DECODE, rng.randint(1, 3))
+
+    bench.generator = keep_busy
+    await bench.cycles(40)
+    waiting = []
+    for _ in range(3):
+        waiting.append(bench.send(target, target, TrafficClass.CACHE_MIGRATE, 1))
+        while waiting[-1].rx is None:
+            await bench.cycles(1)
+        await bench.cycles(rng.randrange(5, 20))
+    bench.generator = None
+    packets = await bench.finish()
+    for low in waiting:
+        overtaking = [p for p in packets if p.dst == target and p is not low
+                      and p.rx is not None and low.tx < p.rx < low.rx]
+        assert 4 <= len(overtaking) <= 4 + 3 + 1, (
+            f"cache-migrate packet {low.serial} waited for {len(overtaking)} packets")

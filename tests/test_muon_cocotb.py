@@ -21,7 +21,8 @@ TESTBENCH = "tests.muon_tb"
 TIMEOUT_S = {"icarus": 900, "verilator": 600}
 MESHES = [(2, 2)]
 TESTS = ["registers", "random_traffic_backpressure", "stale_drops", "bad_destination",
-         "reservations_against_golden", "reserved_flows_zero_jitter"]
+         "reservations_against_golden", "reserved_flows_zero_jitter",
+         "priority_and_starvation_bound"]
 
 
 @cache

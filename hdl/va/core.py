@@ -2,7 +2,7 @@
 
 Data flow of one command::
 
-    elementwise (ADD, MUL, SCALE):
+    elementwise (ADD, MUL, SCALE) and reductions (SUM, MAX: one result):
       OperandReader ─► Realign ─► WordsToVector ─┐ x
                     └► Realign ─► WordsToVector ─┤ y ─► LaneEngine ─► VectorToWords ─┐
     strided GATHER:                                                                  ├─► StreamWriter
@@ -43,7 +43,7 @@ MAX_LENGTH = 65536
 VALID_LANES = (4, 8, 16, 32, 64)
 VALID_DATA_WIDTH = (64, 128, 256, 512)
 RTL_OPCODES = (VaOpcode.GATHER, VaOpcode.SCATTER, VaOpcode.ADD, VaOpcode.MUL, VaOpcode.SCALE,
-               VaOpcode.EXP, VaOpcode.SILU)
+               VaOpcode.EXP, VaOpcode.SILU, VaOpcode.SUM, VaOpcode.MAX)
 """The commands this RTL runs; START refuses the others with BAD_COMMAND."""
 
 
@@ -100,6 +100,7 @@ class VectorCore(wiring.Component):
         gather = cmd.op == VaOpcode.GATHER
         scatter = cmd.op == VaOpcode.SCATTER
         moves = gather | scatter
+        is_sum, is_max = cmd.op == VaOpcode.SUM, cmd.op == VaOpcode.MAX
         two = (cmd.op == VaOpcode.ADD) | (cmd.op == VaOpcode.MUL)
         size = Signal(3)
         m.d.comb += size.eq(1 << cmd.esize)
@@ -113,7 +114,9 @@ class VectorCore(wiring.Component):
             (cmd.dst, span, size - 1, scatter),
             (cmd.src, n << 1, 1, ~moves),
             (cmd.src2, n << 1, 1, two),
-            (cmd.dst, n << 1, 1, ~moves),
+            (cmd.dst, n << 1, 1, ~moves & ~is_sum & ~is_max),
+            (cmd.dst, 4, 3, is_sum),
+            (cmd.dst, 2, 1, is_max),
         ]
         bad_shape = (~known | (cmd.length == 0) | (cmd.length > MAX_LENGTH)
                      | (moves & (cmd.esize == 3)))
@@ -146,6 +149,7 @@ class VectorCore(wiring.Component):
         gather = cmd.op == VaOpcode.GATHER
         scatter = cmd.op == VaOpcode.SCATTER
         unary = (cmd.op == VaOpcode.EXP) | (cmd.op == VaOpcode.SILU)
+        is_sum, is_max = cmd.op == VaOpcode.SUM, cmd.op == VaOpcode.MAX
         two = (cmd.op == VaOpcode.ADD) | (cmd.op == VaOpcode.MUL)
         n = cmd.length[:17]
         abort = Signal()
@@ -195,7 +199,7 @@ class VectorCore(wiring.Component):
         wiring.connect(m, engine.o, v2w.i)
         m.d.comb += [
             reader.start.eq(go), v2w.start.eq(go), engine.op.eq(cmd.op), functions.op.eq(cmd.op),
-            engine.scalar.eq(cmd.scalar[:16]),
+            engine.scalar.eq(cmd.scalar[:16]), engine.count.eq(n),
             gatherer.start.eq(go & gather), gatherer.base.eq(cmd.src),
             gatherer.stride.eq(cmd.stride), gatherer.esize.eq(cmd.esize),
             gatherer.count.eq(n),
@@ -204,7 +208,8 @@ class VectorCore(wiring.Component):
             scatterer.count.eq(n),
             # a scatter writes through its own unit: the stream writer has nothing to do
             writer.start.eq(go), writer.addr.eq(Mux(scatter, 0, cmd.dst)),
-            writer.nbytes.eq(Mux(gather, n << cmd.esize, Mux(scatter, 0, nbytes))),
+            writer.nbytes.eq(Mux(gather, n << cmd.esize, Mux(scatter, 0, Mux(
+                is_sum, 4, Mux(is_max, 2, nbytes))))),
         ]
         for unit in (reader, gatherer, writer, scatterer):
             m.d.comb += unit.abort.eq(abort)

@@ -1,11 +1,12 @@
 """``v4hw_mc``: the memory controller as a standalone unit (Vitis RTL-kernel ports)."""
 
-from amaranth.hdl import ClockDomain, ClockSignal, Module, ResetSignal, Signal
+from amaranth.hdl import Module, Signal
 from amaranth.lib import wiring
-from amaranth.lib.wiring import In, Out
+from amaranth.lib.wiring import In
 
 from hdl.codes import BlockId, ErrorCode
-from hdl.common.axi import AXI4LiteSignature, AXI4Signature, connect_flat, flat_members
+from hdl.common.axi import AXI4Signature, connect_flat
+from hdl.common.kernel import drive_common_registers, kernel_clock, kernel_members
 from hdl.common.memport import MemPortToAxi4
 from hdl.common.regblock import RegisterBlock
 from hdl.common.timebase import Timebase
@@ -49,18 +50,13 @@ class McTop(wiring.Component):
                                resp_depth=resp_depth)
         channel = ClientChannelSignature(data_width, req_depth, wdata_depth, resp_depth)
         super().__init__({
-            "ap_clk": In(1),
-            "ap_rst_n": In(1),
-            **flat_members("s_axi_control", In(AXI4LiteSignature(16, 32))),
-            **flat_members("m_axi_gmem", Out(AXI4Signature(64, data_width, 1))),
-            "interrupt": Out(1),
+            **kernel_members(data_width),
             **{f"ch{i}": In(channel) for i in range(channels)},
         })
 
     def elaborate(self, platform):
         m = Module()
-        m.domains.sync = ClockDomain()
-        m.d.comb += [ClockSignal().eq(self.ap_clk), ResetSignal().eq(~self.ap_rst_n)]
+        kernel_clock(m, self)
 
         m.submodules.regs = regs = RegisterBlock(regmap)
         m.submodules.timebase = timebase = Timebase()
@@ -73,12 +69,9 @@ class McTop(wiring.Component):
         for i in range(self.channels):
             wiring.connect(m, wiring.flipped(getattr(self, f"ch{i}")), core.chans[i])
 
+        drive_common_registers(m, regs, timebase, BlockId.MC, MC_VERSION,
+                               caps_word(self.channels, self.data_width, self.prefetch_lines))
         m.d.comb += [
-            regs.id.block.eq(BlockId.MC), regs.id.version.eq(MC_VERSION),
-            regs.caps.value.eq(caps_word(self.channels, self.data_width, self.prefetch_lines)),
-            regs.time_lo.value.eq(timebase.now[:32]),
-            timebase.read_lo.eq(regs.time_lo.rd_stb),
-            regs.time_hi.value.eq(timebase.time_hi),
             regs.status.busy.eq(core.busy),
             core.window.eq(regs.window.bytes),
             regs.atp_status.window_bad.eq(core.window_bad),

@@ -1,12 +1,13 @@
 """``v4hw_muon``: the Muon mesh as a standalone unit, with its control port."""
 
-from amaranth.hdl import ClockDomain, ClockSignal, Module, ResetSignal, Signal
+from amaranth.hdl import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from hdl.codes import BlockId, ErrorCode
-from hdl.common.axi import AXI4LiteSignature, connect_flat, flat_members
+from hdl.common.axi import connect_flat, flat_members
 from hdl.common.command import CommandStatus
+from hdl.common.kernel import drive_common_registers, kernel_clock, kernel_members
 from hdl.common.regblock import RegisterBlock
 from hdl.common.timebase import Timebase
 from hdl.muon import regmap
@@ -45,9 +46,7 @@ class MuonTop(wiring.Component):
         check_parameters(cols, rows, slots, be_depth, rsv_depth)
         self.cols, self.rows, self.slots = cols, rows, slots
         self.be_depth, self.rsv_depth = be_depth, rsv_depth
-        members = {"ap_clk": In(1), "ap_rst_n": In(1),
-                   **flat_members("s_axi_control", In(AXI4LiteSignature(16, 32))),
-                   "interrupt": Out(1)}
+        members = kernel_members()
         for n in range(cols * rows):
             members.update(flat_members(f"inject{n}", In(FlitStreamSignature())))
             members.update(flat_members(f"eject{n}", Out(FlitStreamSignature())))
@@ -56,8 +55,7 @@ class MuonTop(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.domains.sync = ClockDomain()
-        m.d.comb += [ClockSignal().eq(self.ap_clk), ResetSignal().eq(~self.ap_rst_n)]
+        kernel_clock(m, self)
 
         m.submodules.regs = regs = RegisterBlock(regmap)
         m.submodules.timebase = timebase = Timebase()
@@ -71,13 +69,10 @@ class MuonTop(wiring.Component):
             connect_flat(m, self, f"eject{n}", mesh.eject[n])
             connect_flat(m, self, f"dropped{n}", mesh.dropped[n])
 
+        drive_common_registers(m, regs, timebase, BlockId.MUON, MUON_VERSION,
+                               caps_word(self.cols, self.rows, self.slots, self.be_depth,
+                                         self.rsv_depth))
         m.d.comb += [
-            regs.id.block.eq(BlockId.MUON), regs.id.version.eq(MUON_VERSION),
-            regs.caps.value.eq(caps_word(self.cols, self.rows, self.slots, self.be_depth,
-                                         self.rsv_depth)),
-            regs.time_lo.value.eq(timebase.now[:32]),
-            timebase.read_lo.eq(regs.time_lo.rd_stb),
-            regs.time_hi.value.eq(timebase.time_hi),
             regs.rsv_lead.cycles.eq(rbr.lead),
             mesh.now.eq(timebase.now), mesh.max_age.eq(regs.max_age.cycles),
             mesh.slots.eq(rbr.slots), rbr.now.eq(timebase.now),

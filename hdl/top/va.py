@@ -1,12 +1,12 @@
 """``v4hw_va``: the vector accelerator as a standalone unit (Vitis RTL-kernel ports)."""
 
-from amaranth.hdl import ClockDomain, ClockSignal, Module, ResetSignal
+from amaranth.hdl import Module
 from amaranth.lib import wiring
-from amaranth.lib.wiring import In, Out
 
 from hdl.codes import BlockId
-from hdl.common.axi import AXI4LiteSignature, AXI4Signature, connect_flat, flat_members
+from hdl.common.axi import AXI4Signature, connect_flat
 from hdl.common.command import CommandStatus
+from hdl.common.kernel import drive_common_registers, kernel_clock, kernel_members
 from hdl.common.memport import MemPortToAxi4
 from hdl.common.regblock import RegisterBlock
 from hdl.common.timebase import Timebase
@@ -38,17 +38,12 @@ class VaTop(wiring.Component):
         check_parameters(lanes, data_width)
         self.lanes, self.data_width = lanes, data_width
         super().__init__({
-            "ap_clk": In(1),
-            "ap_rst_n": In(1),
-            **flat_members("s_axi_control", In(AXI4LiteSignature(16, 32))),
-            **flat_members("m_axi_gmem", Out(AXI4Signature(64, data_width, 1))),
-            "interrupt": Out(1),
+            **kernel_members(data_width),
         })
 
     def elaborate(self, platform):
         m = Module()
-        m.domains.sync = ClockDomain()
-        m.d.comb += [ClockSignal().eq(self.ap_clk), ResetSignal().eq(~self.ap_rst_n)]
+        kernel_clock(m, self)
 
         m.submodules.regs = regs = RegisterBlock(regmap)
         m.submodules.timebase = timebase = Timebase()
@@ -60,13 +55,8 @@ class VaTop(wiring.Component):
         connect_flat(m, self, "m_axi_gmem", bridge.axi)
         wiring.connect(m, core.mem, bridge.port)
 
-        m.d.comb += [
-            regs.id.block.eq(BlockId.VA), regs.id.version.eq(VA_VERSION),
-            regs.caps.value.eq(caps_word(self.lanes, self.data_width)),
-            regs.time_lo.value.eq(timebase.now[:32]),
-            timebase.read_lo.eq(regs.time_lo.rd_stb),
-            regs.time_hi.value.eq(timebase.time_hi),
-        ]
+        drive_common_registers(m, regs, timebase, BlockId.VA, VA_VERSION,
+                               caps_word(self.lanes, self.data_width))
         cmd = core.cmd
         m.d.comb += [
             cmd.op.eq(regs.opcode.op), cmd.esize.eq(regs.opcode.esize),

@@ -243,13 +243,19 @@ def _runner_class(simulator):
                     for command in super()._test_command()]
 
     class _Verilator(_Settings, cocotb_runner.Verilator):
-        pass
+        def _build_command(self):
+            commands = super()._build_command()
+            if self._v4hw_public == "top":
+                commands[0] = [arg for arg in commands[0] if arg != "--public-flat-rw"]
+                commands[0][1:1] = ["--public-depth", "1"]
+            return commands
 
     return {"icarus": _Icarus, "verilator": _Verilator}[simulator]
 
 
-def _make_runner(simulator, *, waves, env, timeout_s):
+def _make_runner(simulator, *, waves, env, timeout_s, public="all"):
     runner = _runner_class(simulator)()
+    runner._v4hw_public = public
     runner._v4hw_waves = waves
     runner._v4hw_env = env
     runner._v4hw_timeout = timeout_s
@@ -258,7 +264,7 @@ def _make_runner(simulator, *, waves, env, timeout_s):
 
 # --- Build ---------------------------------------------------------------------------------
 
-def _build_options(simulator, toplevel, waves, trace_exclude=()):
+def _build_options(simulator, toplevel, waves, trace_exclude=(), public="all"):
     import cocotb
 
     options = {
@@ -276,6 +282,8 @@ def _build_options(simulator, toplevel, waves, trace_exclude=()):
         options["waivers"] = WAIVERS.read_text()
         if waves and trace_exclude:
             options["trace_exclude"] = sorted(trace_exclude)
+        if public != "all":   # only then, so the builds that keep the default stay cached
+            options["public"] = public
     return options
 
 
@@ -299,7 +307,8 @@ def _build(simulator, source, toplevel, options, build_dir):
                     f'tracing_off -scope "{scope}"\n' for scope in options["trace_exclude"]))
                 sources.append(config)
         started = time.monotonic()
-        runner = _make_runner(simulator, waves=options["waves"], env={}, timeout_s=None)
+        runner = _make_runner(simulator, waves=options["waves"], env={}, timeout_s=None,
+                              public=options.get("public", "all"))
         try:
             runner.build(sources=sources, hdl_toplevel=toplevel, build_dir=build_dir,
                          timescale=TIMESCALE, waves=options["waves"], always=True)
@@ -361,7 +370,8 @@ def _env_flag(name):
 # --- Entry point ---------------------------------------------------------------------------
 
 def run_cocotb(simulator, verilog, toplevel, test_module, *, config_name, testcase=None,
-               waves=None, gtkw_groups=None, extra_env=None, timeout_s=None, trace_exclude=()):
+               waves=None, gtkw_groups=None, extra_env=None, timeout_s=None, trace_exclude=(),
+               verilator_public="all"):
     """Build ``verilog`` (cached) and run the cocotb tests of ``test_module`` on it.
 
     Arguments:
@@ -392,6 +402,12 @@ def run_cocotb(simulator, verilog, toplevel, test_module, *, config_name, testca
     ``trace_exclude``
         Verilator only: Verilog scope patterns (``*`` wildcards, e.g. ``"*.core.array*"``)
         left out of the waves, so long runs of large designs keep the VCD small.
+    ``verilator_public``
+        Verilator only: which signals cocotb can reach. ``"all"`` (cocotb's
+        ``--public-flat-rw``): every signal of the hierarchy, ``dut.<path>``. ``"top"``
+        (``--public-depth 1``): the top module's ports and signals only; Verilator may
+        then optimise the hierarchy below, which makes the C++ of a large design several
+        times smaller and its build that much faster. Waves record everything either way.
 
     Returns the path of ``results.xml``. Raises :class:`CocotbTestFailure` (an
     ``AssertionError``) when a cocotb test fails, :class:`SimulationError` when the
@@ -410,6 +426,8 @@ def run_cocotb(simulator, verilog, toplevel, test_module, *, config_name, testca
                          f"not {config_name!r}")
     if timeout_s is not None and not timeout_s > 0:
         raise ValueError(f"timeout_s must be positive, not {timeout_s!r}")
+    if verilator_public not in ("all", "top"):
+        raise ValueError(f"verilator_public must be 'all' or 'top', not {verilator_public!r}")
     if isinstance(testcase, str):
         testcase = [name.strip() for name in testcase.split(",") if name.strip()]
     waves = bool(waves) or _env_flag("WAVES")
@@ -421,7 +439,7 @@ def run_cocotb(simulator, verilog, toplevel, test_module, *, config_name, testca
         require_iverilog()
         source = icarus_time0_fix(verilog)
 
-    options = _build_options(simulator, toplevel, waves, trace_exclude)
+    options = _build_options(simulator, toplevel, waves, trace_exclude, verilator_public)
     digest = hashlib.sha256(json.dumps(options, sort_keys=True).encode())
     digest.update(b"\0" + source.encode())
     build_dir = BUILD_ROOT / f"{config_name}-{simulator}-{digest.hexdigest()[:12]}"

@@ -11,9 +11,10 @@ Properties, in every cycle up to ``STEPS``:
 """
 
 import pytest
-from amaranth.hdl import Assert, Assume, Signal
+from amaranth.hdl import Assert, Assume, Mux, Signal
 
 from hdl.codes import MuonVc
+from hdl.muon.layouts import FlitLayout
 from hdl.muon.router import PORTS, InputUnit, OutputUnit
 from sim.formal import harness_module, prove
 
@@ -28,15 +29,17 @@ def link_harness(*, spurious_credit=False):
     valid, vc, head, tail, block, pop = (Signal(PORTS), Signal(PORTS), Signal(PORTS),
                                          Signal(PORTS), Signal(), Signal())
     keys = [Signal(4, name=f"key{i}") for i in range(PORTS)]
-    flits = [Signal(out.flits[i].as_value().shape(), name=f"flit{i}") for i in range(PORTS)]
+    flits = [Signal(out.flit.as_value().shape(), name=f"flit{i}") for i in range(PORTS)]
     glitch = Signal()
     m.d.comb += [out.valid.eq(valid), out.vc.eq(vc), out.head.eq(head), out.tail.eq(tail),
                  out.block.eq(block), inp.pop.eq(pop & inp.valid),
                  inp.w_valid.eq(out.link.valid), inp.w_flit.eq(out.link.flit),
                  out.link.credit.eq(inp.credit | (glitch if spurious_credit else 0))]
+    crossbar = 0     # the router's crossbar: the granted input's flit
     for i in range(PORTS):
-        m.d.comb += [out.key[i].eq(keys[i]), out.flits[i].eq(flits[i]),
-                     Assume(out.flits[i].vc == vc[i])]
+        m.d.comb += [out.key[i].eq(keys[i]), Assume(FlitLayout(flits[i]).vc == vc[i])]
+        crossbar = crossbar | Mux(out.grant[i], flits[i], 0)
+    m.d.comb += out.flit.eq(crossbar)
     for v, depth in enumerate((BE_DEPTH, RSV_DEPTH)):
         on_link = out.link.valid & (out.link.flit.vc == v)
         m.d.comb += [

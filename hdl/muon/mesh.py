@@ -9,7 +9,7 @@ from hdl.codes import MUON_HOP_CYCLES, MUON_INJECT_CYCLES, MuonPort
 
 from .layouts import DropSignature, FlitStreamSignature
 from .rbr import DURATION_BITS, SlotLayout, check_rbr_parameters, router_on_path
-from .router import PORTS, Router, check_router_parameters
+from .router import PORTS, Router, at_least, check_router_parameters
 
 __all__ = ["Mesh", "node_index"]
 
@@ -52,7 +52,10 @@ class Mesh(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         cols, rows = self.cols, self.rows
-        # Per slot: where this cycle falls relative to its start (shared by all routers).
+        # Per slot, shared by all routers: bit k of `hop_active` is set when this switch
+        # cycle is inside the slot's window at hop k, i.e. 2k <= now - start - 1 < 2k +
+        # duration; a router on the path then only picks the bit of its hop.
+        hops = cols + rows - 1
         windows = []
         for e, slot in enumerate(self.slots):
             rel = Signal(65, name=f"rel{e}")
@@ -60,7 +63,12 @@ class Mesh(wiring.Component):
             m.d.comb += [rel.eq(self.now - slot.start - MUON_INJECT_CYCLES),
                          live.eq(slot.valid & (self.now >= slot.start + MUON_INJECT_CYCLES)
                                  & (rel[_REL_BITS:] == 0))]
-            windows.append((slot, rel[:_REL_BITS], live))
+            near = rel[:_REL_BITS]
+            hop_active = Signal(hops, name=f"hop_active{e}")
+            for k in range(hops):
+                m.d.comb += hop_active[k].eq(live & at_least(near, MUON_HOP_CYCLES * k)
+                                             & (near < MUON_HOP_CYCLES * k + slot.duration))
+            windows.append((slot, hop_active))
         routers = {}
         for y in range(rows):
             for x in range(cols):
@@ -85,10 +93,9 @@ class Mesh(wiring.Component):
         """Bit per output of router (x, y): inside some slot's window this cycle. Switch
         cycle t is in the window of hop k when 2k <= t - start - 1 < 2k + duration."""
         block = self._blocks[x, y]
-        for e, (slot, rel, live) in enumerate(windows):
+        for e, (slot, hop_active) in enumerate(windows):
             on, hop, route = router_on_path(m, x, y, slot, f"w{e}_{x}_{y}")
-            active = (live & on & (rel >= MUON_HOP_CYCLES * hop)
-                      & (rel < MUON_HOP_CYCLES * hop + slot.duration))
+            active = on & hop_active.bit_select(hop, 1)
             for port in MuonPort:
                 with m.If(active & (route == port)):
                     m.d.comb += block[port].eq(1)

@@ -41,12 +41,33 @@ from .layouts import (
 )
 
 __all__ = ["Router", "InputUnit", "OutputUnit", "xy_port", "check_router_parameters",
-           "PORTS", "DIRECTIONS", "KEY_BITS"]
+           "router_ports", "PORTS", "DIRECTIONS", "FEEDS", "KEY_BITS"]
 
 PORTS = len(MuonPort)
 DIRECTIONS = (MuonPort.NORTH, MuonPort.EAST, MuonPort.SOUTH, MuonPort.WEST)
 KEY_BITS = CLASS_BITS + 1
 _PROMOTED = 1 << CLASS_BITS
+
+# The inputs whose flits can ever want each output, in port order. XY routing never
+# sends a flit back the way it came, nor from a column back onto a row: a flit that
+# arrived travelling east (input WEST) leaves east, north, south or locally, one that
+# arrived travelling south (input NORTH) leaves south or locally. The other pairs of the
+# crossbar are left out (a leaner switch, the same behaviour).
+FEEDS = {
+    MuonPort.LOCAL: tuple(MuonPort),
+    MuonPort.NORTH: (MuonPort.LOCAL, MuonPort.EAST, MuonPort.SOUTH, MuonPort.WEST),
+    MuonPort.EAST: (MuonPort.LOCAL, MuonPort.WEST),
+    MuonPort.SOUTH: (MuonPort.LOCAL, MuonPort.NORTH, MuonPort.EAST, MuonPort.WEST),
+    MuonPort.WEST: (MuonPort.LOCAL, MuonPort.EAST),
+}
+
+
+def router_ports(x, y, cols, rows):
+    """The ports of router (x, y) that lead somewhere: the local port and the links to
+    its neighbours (a router on the mesh's edge has no link off the edge)."""
+    beyond = {MuonPort.NORTH: y == 0, MuonPort.SOUTH: y == rows - 1,
+              MuonPort.WEST: x == 0, MuonPort.EAST: x == cols - 1}
+    return tuple(port for port in MuonPort if not beyond.get(port, False))
 
 
 def check_router_parameters(cols, rows, be_depth, rsv_depth, starve_limit):
@@ -117,7 +138,7 @@ def rr_pick(m, candidates, pointer, name):
 
 
 def onehot_index(m, onehot, name):
-    index = Signal(range(len(onehot)), name=name)
+    index = Signal(range(max(len(onehot), 2)), name=name)
     for i in range(len(onehot)):
         with m.If(onehot[i]):
             m.d.comb += index.eq(i)
@@ -233,23 +254,28 @@ class OutputUnit(wiring.Component):
     """One router output: per-VC wormhole locks and arbitration, credits, and the
     output register (a link) or the ejection stream (``local``).
 
-    Inputs, one bit (or key) per router input: ``valid`` (a flit wants this output),
-    ``vc``, ``head``, ``tail``, ``key``, and ``flits``. ``grant`` (one-hot) says whose
-    flit crosses this cycle; ``passed`` which best-effort heads lost an allocation.
-    ``block``: inside a granted reservation window, no best-effort flit is sent.
+    Inputs, one bit (or key) per router input that can feed this output (``inputs`` of
+    them, in port order): ``valid`` (a flit wants this output), ``vc``, ``head``,
+    ``tail``, ``key``. ``grant`` (one-hot) says whose flit crosses this cycle, and
+    ``flit`` is that flit (the router's crossbar selects it by ``grant``); ``passed``
+    which best-effort heads lost an allocation. ``block``: inside a granted reservation
+    window, no best-effort flit is sent.
     """
 
-    def __init__(self, be_depth, rsv_depth, *, local):
-        self._depths, self._local = (be_depth, rsv_depth), local
+    def __init__(self, be_depth, rsv_depth, *, local, inputs=PORTS):
+        if not isinstance(inputs, int) or not 1 <= inputs <= PORTS:
+            raise ValueError(f"an output has 1..{PORTS} inputs, not {inputs!r}")
+        self._depths, self._local, self._n = (be_depth, rsv_depth), local, inputs
         # The credit counters (a link output only), named for the formal proofs.
         self._credits = [] if local else [
             Signal(range(depth + 1), init=depth, name=f"credits{vc}")
             for vc, depth in enumerate(self._depths)]
+        n = inputs
         members = {
-            "valid": In(PORTS), "vc": In(PORTS), "head": In(PORTS), "tail": In(PORTS),
-            "key": In(data.ArrayLayout(KEY_BITS, PORTS)),
-            "flits": In(data.ArrayLayout(FlitLayout, PORTS)),
-            "block": In(1), "grant": Out(PORTS), "passed": Out(PORTS),
+            "valid": In(n), "vc": In(n), "head": In(n), "tail": In(n),
+            "key": In(data.ArrayLayout(KEY_BITS, n)),
+            "flit": In(FlitLayout),
+            "block": In(1), "grant": Out(n), "passed": Out(n),
         }
         if local:
             members["eject"] = Out(FlitStreamSignature())
@@ -259,14 +285,15 @@ class OutputUnit(wiring.Component):
 
     def _lane(self, m, vc, requests, can_send, arbitrate):
         """Lock state and grant of one VC; returns its grant (one-hot)."""
-        locked, owner = Signal(name=f"locked{vc}"), Signal(PORTS, name=f"owner{vc}")
-        pointer = Signal(range(PORTS), name=f"rr{vc}")
-        heads = Signal(PORTS, name=f"heads{vc}")
+        n = self._n
+        locked, owner = Signal(name=f"locked{vc}"), Signal(n, name=f"owner{vc}")
+        pointer = Signal(range(max(n, 2)), name=f"rr{vc}")
+        heads = Signal(n, name=f"heads{vc}")
         m.d.comb += heads.eq(requests & self.head)
-        cands = Signal(PORTS, name=f"cands{vc}")
+        cands = Signal(n, name=f"cands{vc}")
         m.d.comb += cands.eq(Mux(locked, requests & owner, arbitrate(heads)))
         pick = rr_pick(m, cands, pointer, f"pick{vc}")
-        grant = Signal(PORTS, name=f"grant{vc}")
+        grant = Signal(n, name=f"grant{vc}")
         m.d.comb += grant.eq(Mux(can_send, pick, 0))
         with m.If(grant.any()):
             with m.If(~locked):
@@ -279,13 +306,13 @@ class OutputUnit(wiring.Component):
 
     def _best_key(self, m, heads):
         best = 0
-        for i in range(PORTS):
+        for i in range(self._n):
             key = self.key[i]
             better = Signal(KEY_BITS, name=f"best_key{i}")
             m.d.comb += better.eq(Mux(heads[i] & (key > best), key, best))
             best = better
         best_key = best
-        return Cat(heads[i] & (self.key[i] == best_key) for i in range(PORTS))
+        return Cat(heads[i] & (self.key[i] == best_key) for i in range(self._n))
 
     def elaborate(self, platform):
         m = Module()
@@ -303,10 +330,7 @@ class OutputUnit(wiring.Component):
         m.d.comb += [self.grant.eq(grant1 | grant0),
                      self.passed.eq(Mux(grant0.any() & ~locked0, heads0 & ~grant0, 0))]
 
-        flit = FlitLayout(Signal(FlitLayout.as_shape().size, name="xbar"))
-        for i in range(PORTS):
-            with m.If(self.grant[i]):
-                m.d.comb += flit.eq(self.flits[i])
+        flit = self.flit
         sent = self.grant.any()
         if self._local:
             with m.If(sent):
@@ -328,6 +352,10 @@ class Router(wiring.Component):
     ``in_<dir>`` for north, east, south, west (:class:`MuonLinkSignature`),
     ``dropped`` (discarded packets), ``now`` (timebase), ``max_age`` (TSP limit, cycles),
     ``block`` (bit per ``MuonPort``: that output is inside a reservation window).
+
+    A router on the mesh's edge builds no input or output unit for a link off the edge
+    (those ports stay idle), and each output's switch only takes the inputs of
+    :data:`FEEDS`.
 
     ``be_depth`` / ``rsv_depth``: input buffer depth of the best-effort / reserved VC, in
     flits (the credit loop is 4 cycles, so 4 sustain one flit a cycle). ``starve_limit``:
@@ -351,8 +379,10 @@ class Router(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         cols, rows, be_depth, rsv_depth, starve_limit = self._args
-        ins, outs = [], []
-        for port in MuonPort:
+        present = router_ports(self.x, self.y, cols, rows)
+        # Off-edge links get no units: their outputs stay idle, their credits 0.
+        ins, outs = {}, {}
+        for port in present:
             local = port == MuonPort.LOCAL
             unit = InputUnit(self.x, self.y, cols, rows, be_depth, rsv_depth, starve_limit,
                              local=local)
@@ -366,30 +396,37 @@ class Router(wiring.Component):
                 link = getattr(self, f"in_{port.name.lower()}")
                 m.d.comb += [unit.w_valid.eq(link.valid), unit.w_flit.eq(link.flit),
                              link.credit.eq(unit.credit)]
-            ins.append(unit)
-            out = OutputUnit(be_depth, rsv_depth, local=local)
+            ins[port] = unit
+        feeds = {o: [i for i in FEEDS[o] if i in ins] for o in present}
+        for port in present:
+            local = port == MuonPort.LOCAL
+            out = OutputUnit(be_depth, rsv_depth, local=local, inputs=len(feeds[port]))
             m.submodules[f"out_{port.name.lower()}"] = out
             if local:
                 wiring.connect(m, wiring.flipped(self.eject), out.eject)
             else:
                 wiring.connect(m, wiring.flipped(getattr(self, f"out_{port.name.lower()}")),
                                out.link)
-            outs.append(out)
+            outs[port] = out
 
-        for o, out in enumerate(outs):
+        for o, out in outs.items():
             m.d.comb += out.block.eq(self.block[o])
-            for i, unit in enumerate(ins):
-                m.d.comb += [out.valid[i].eq(unit.valid & (unit.port == o)),
-                             out.vc[i].eq(unit.flit.vc), out.head[i].eq(unit.flit.head),
-                             out.tail[i].eq(unit.flit.tail), out.key[i].eq(unit.key),
-                             out.flits[i].eq(unit.flit)]
-        for i, unit in enumerate(ins):
-            m.d.comb += [unit.pop.eq(Cat(out.grant[i] for out in outs).any()),
-                         unit.passed.eq(Cat(out.passed[i] for out in outs).any())]
+            crossbar = 0
+            for j, i in enumerate(feeds[o]):
+                unit = ins[i]
+                m.d.comb += [out.valid[j].eq(unit.valid & (unit.port == o)),
+                             out.vc[j].eq(unit.flit.vc), out.head[j].eq(unit.flit.head),
+                             out.tail[j].eq(unit.flit.tail), out.key[j].eq(unit.key)]
+                crossbar = crossbar | Mux(out.grant[j], unit.flit.as_value(), 0)
+            m.d.comb += out.flit.eq(crossbar)
+        for i, unit in ins.items():
+            users = [(out, feeds[o].index(i)) for o, out in outs.items() if i in feeds[o]]
+            m.d.comb += [unit.pop.eq(Cat(out.grant[j] for out, j in users).any()),
+                         unit.passed.eq(Cat(out.passed[j] for out, j in users).any())]
 
         # At most one discard per router per cycle: the lowest input asking.
-        for i, unit in enumerate(ins):
-            with (m.If if i == 0 else m.Elif)(unit.drop_req):
+        for n, unit in enumerate(ins.values()):
+            with (m.If if n == 0 else m.Elif)(unit.drop_req):
                 m.d.comb += [unit.drop_ack.eq(1), self.dropped.valid.eq(1),
                              self.dropped.payload.eq(unit.drop)]
         return m

@@ -33,10 +33,40 @@ shift truncates toward zero; the tables are built by exact integer arithmetic in
   7 fraction bits, one Newton step ``y·(3 - m·y²)/2``, truncated.
 * :func:`silu_f32` — ``x · recip(1 + exp(-x))`` (one f32_add, one f32_mul); below -16
   ``x · e**x`` with a scaled exponent (see there); SiLU(-inf) is -0.
+* :func:`ln_fixed` (inside SOFTPLUS only) — ``ln(s)`` of a positive normal binary32
+  ``s = 2**E · M`` as a signed fixed-point number with 30 fraction bits: ``i`` = the top 8
+  fraction bits of ``M``, ``R = recip_table()[i]`` (≈ 2**30 / the interval midpoint),
+  ``r = (M·R >> 23) - 2**30`` (so ``r/2**30 = M·R/2**30 - 1``, ``|r| <= 2**-9·2**30``),
+  ``ln(M) = ln(1 + r) + ln(2**30/R) ≈ r - (r² >> 31) + LN[i]`` with the 256-entry table
+  ``LN[i] = round(ln(2**30 / R[i]) · 2**30)`` (:func:`ln_table`); the result is
+  ``E·LN2_Q + that``. Signed shifts are arithmetic (floor). Absolute error below
+  ``2**-27`` (the dropped ``r³/3`` is below ``2**-28.5``).
+* :func:`softplus_f32` (extension, see below) — NaN stays NaN; ``x >= 16`` gives ``x``
+  (``ln(1 + e**-x) < 2**-23`` of ``x`` there); ``x < -8`` gives ``exp(x)`` (``ln(1+u) =
+  u·(1 - u/2 + …)`` with ``u < 2**-11.5``); otherwise ``ln(f32_add(1, exp(x)))`` by
+  :func:`ln_fixed`, truncated to 24 bits. The two rounding points of the middle branch
+  (``1 + u`` to binary32, the exp unit's error) stay below ``2**-12`` relative at -8.
+* :func:`sqrt_f32` (extension) — ``f32_mul(x, rsqrt(x))`` for a positive normal ``x``;
+  ``sqrt(±0) = ±0`` (subnormals read as zeros), ``sqrt(+inf) = +inf``, a negative ``x``
+  or NaN gives NaN.
+* CLAMP (extension) — ``y = lo`` if ``x < lo``, ``hi`` if ``x > hi``, else ``x``, compared
+  by value (``-0 == +0``, so ``x = -0`` with ``lo = +0`` stays ``-0``); subnormal ``x``,
+  ``lo`` and ``hi`` read as signed zeros; exact (no rounding). A NaN ``x`` gives the
+  canonical NaN. ``lo`` (SCALAR bits 15:0) and ``hi`` (bits 31:16) are bf16; a NaN bound
+  or ``lo > hi`` is refused with BAD_COMMAND (``lo = hi`` is allowed; ``lo = -inf`` or
+  ``hi = +inf`` clamps one side only, so ReLU is CLAMP with ``[+0, +inf]``).
 
 Error bounds in bf16 ulps (``|ordinal(result) - ordinal(correctly rounded float64)|``,
 with the reference also flushing subnormals; checked exhaustively over all 65 536 bf16
-inputs by ``tests/test_golden_va.py``): exp, SiLU, reciprocal and rsqrt ``<= 1``.
+inputs by ``tests/test_golden_va.py``): exp, SiLU, reciprocal, rsqrt, softplus and sqrt
+``<= 1``; CLAMP exact (0).
+
+Extension of DESIGN.md's VA list: CLAMP (19), SOFTPLUS (20) and SQRT (21) are not in
+DESIGN.md's command list; they were added (project lead's decision) because the
+``deepseek-v4`` MoE needs them on the hardware-exact path: its router score
+``sqrt(softplus(x))`` needs a logarithm (SOFTPLUS) and a square root (SQRT), its
+clamped SwiGLU a min / max (CLAMP). The RTL refuses them with BAD_COMMAND until it
+implements them.
 Softmax and RMSNorm rows of 4096 are within 1 ulp of float64 (same test).
 
 Reductions (order-independent where it matters, so L lanes may add in any order):
@@ -72,10 +102,11 @@ from .fp import bf16_mul, f32_add, float_to_bf16_rne
 
 __all__ = [
     "LOG2E_Q", "LN2_Q", "RECIP_127", "F32_ONE", "MAX_LENGTH", "MAX_K", "ADDRESS_LIMIT",
-    "exp2_table", "recip_table", "rsqrt_table",
+    "exp2_table", "recip_table", "rsqrt_table", "ln_table",
     "bf16_in", "f32_to_bf16", "f32_mul", "normalize_trunc",
-    "exp_f32", "recip_f32", "rsqrt_f32", "silu_f32",
+    "exp_f32", "recip_f32", "rsqrt_f32", "silu_f32", "ln_fixed", "softplus_f32", "sqrt_f32",
     "exp_bf16", "silu_bf16", "add_bf16", "mul_bf16", "scale_bf16",
+    "clamp_bf16", "softplus_bf16", "sqrt_bf16", "clamp_scalar",
     "sum_bf16", "max_bf16", "topk_bf16", "softmax_bf16", "rmsnorm_bf16", "rope_bf16",
     "quantize_bf16", "dequantize_int32", "bf16_ulp_distance",
     "VaCommand", "MemoryWindow", "execute",
@@ -133,9 +164,23 @@ def rsqrt_table():
              for j in range(128)] for odd in (0, 1)]
 
 
+def ln_table():
+    """``LN[i] = round(ln(2**30 / R[i]) · 2**30)`` for ``R = recip_table()``, i = 0..255.
+
+    Computed with :mod:`decimal` at 60 digits (its ``ln`` is correctly rounded, so every
+    platform gets the same integers; no value is within 2**-100 of a rounding tie)."""
+    from decimal import ROUND_HALF_UP, Decimal, localcontext
+    with localcontext() as ctx:
+        ctx.prec = 60
+        one = Decimal(1 << FIX)
+        return [int((-(Decimal(r) / one).ln() * one).to_integral_value(ROUND_HALF_UP))
+                for r in recip_table()]
+
+
 _EXP2 = np.array(exp2_table(), dtype=_I64)
 _RECIP = np.array(recip_table(), dtype=_I64)
 _RSQRT = np.array(rsqrt_table(), dtype=_I64)
+_LN = np.array(ln_table(), dtype=_I64)
 
 
 # ---------------------------------------------------------------------------------------
@@ -289,6 +334,45 @@ def silu_f32(bits):
     return np.where(b == 0xFF800000, np.uint32(0x80000000), out).astype(np.uint32)
 
 
+def ln_fixed(bits):
+    """``ln(s) · 2**30`` (int64, truncated as in the module docstring) of a positive normal
+    binary32 ``s``; the caller handles every other input."""
+    _, e, frac = _fields(bits)
+    M = frac | (1 << 23)
+    i = frac >> 15
+    r = ((M * _RECIP[i]) >> 23) - (1 << FIX)
+    return (e - 127) * LN2_Q + r - ((r * r) >> (FIX + 1)) + _LN[i]
+
+
+F32_16 = 0x41800000         # 16.0
+F32_M8 = 0xC1000000         # -8.0
+
+
+def softplus_f32(bits):
+    """``ln(1 + e**x)`` for binary32 ``x`` (algorithm in the module docstring)."""
+    b = _u32(bits)
+    _, e, frac = _fields(b)
+    nan = (e == 255) & (frac != 0)
+    neg = b >= 0x80000000
+    big = ~neg & (b >= F32_16)                          # x >= 16, +inf
+    low = neg & (b > F32_M8)                             # x < -8, -inf
+    u = exp_f32(b)
+    s = f32_add(np.uint32(F32_ONE), u)
+    ln = ln_fixed(np.where(low | big | nan, np.uint32(F32_ONE), s))
+    mid = normalize_trunc(np.maximum(ln, 0), -FIX)
+    out = np.where(big, _flush(b), np.where(low, u, mid))
+    return np.where(nan, np.uint32(F32_NAN), out).astype(np.uint32)
+
+
+def sqrt_f32(bits):
+    """``sqrt(x)`` for binary32 ``x``: ``x · rsqrt(x)`` (special cases in the docstring)."""
+    b = _flush(bits)
+    out = f32_mul(b, rsqrt_f32(b))
+    out = np.where((b & 0x7FFFFFFF) == 0, b, out)                 # ±0 (and subnormals)
+    out = np.where(b == 0x7F800000, np.uint32(0x7F800000), out)   # +inf
+    return _u32(out)
+
+
 # ---------------------------------------------------------------------------------------
 # Elementwise commands on bf16 bits.
 
@@ -306,6 +390,40 @@ def add_bf16(a, b):
 
 def mul_bf16(a, b):
     return f32_to_bf16(bf16_mul(np.asarray(a, np.uint16), np.asarray(b, np.uint16)))
+
+
+def softplus_bf16(x):
+    return f32_to_bf16(softplus_f32(bf16_in(x)))
+
+
+def sqrt_bf16(x):
+    return f32_to_bf16(sqrt_f32(bf16_in(x)))
+
+
+def clamp_scalar(lo, hi):
+    """SCALAR register value of CLAMP: bf16 ``lo`` in bits 15:0, ``hi`` in bits 31:16."""
+    return (int(hi) & 0xFFFF) << 16 | (int(lo) & 0xFFFF)
+
+
+def _clamp_ok(scalar):
+    lo, hi = scalar & 0xFFFF, scalar >> 16 & 0xFFFF
+    if any((v & 0x7F80) == 0x7F80 and (v & 0x7F) != 0 for v in (lo, hi)):
+        return False                                     # a NaN bound
+    return int(_order_key(lo)) <= int(_order_key(hi))
+
+
+def clamp_bf16(x, lo, hi):
+    """``x`` clamped to ``[lo, hi]`` (bf16 bits; exact, rules in the module docstring).
+    The caller checks that neither bound is NaN and ``lo <= hi`` (``execute`` refuses
+    such a command)."""
+    x = np.asarray(x, np.uint16)
+    flush = lambda v: np.where((np.asarray(v, np.uint16) & 0x7F80) == 0,
+                               np.asarray(v, np.uint16) & 0x8000, v).astype(np.uint16)
+    xf, lo, hi = flush(x), flush(np.uint16(lo)), flush(np.uint16(hi))
+    k = _order_key(xf)
+    out = np.where(k < _order_key(lo), lo, np.where(k > _order_key(hi), hi, xf))
+    nan = ((x & 0x7F80) == 0x7F80) & ((x & 0x7F) != 0)
+    return np.where(nan, np.uint16(BF16_NAN), out).astype(np.uint16)
 
 
 def scale_bf16(x, s):
@@ -439,7 +557,8 @@ class VaCommand:
 
     Addresses are physical byte addresses (48 bits). ``esize`` is log2 of the element
     size for the gather/scatter family (0, 1, 2). ``scalar``: bf16 in bits 15:0 for
-    SCALE, binary32 ε for RMSNORM, binary32 scale for DEQUANTIZE.
+    SCALE, binary32 ε for RMSNORM, binary32 scale for DEQUANTIZE, bf16 ``lo`` (15:0) and
+    ``hi`` (31:16) for CLAMP.
     """
     op: int
     length: int
@@ -505,6 +624,8 @@ def _shape_ok(cmd):
         return False
     if op == VaOpcode.ROPE and cmd.length % 2:
         return False
+    if op == VaOpcode.CLAMP and not _clamp_ok(cmd.scalar):
+        return False
     return True
 
 
@@ -537,7 +658,7 @@ def _ranges(cmd):
         return [(cmd.src, 2 * n, 2), (cmd.dst, 2, 2)]
     if op == VaOpcode.TOPK:
         return [(cmd.src, 2 * n, 2), (cmd.dst, 2 * cmd.k, 2), (cmd.dst2, 4 * cmd.k, 4)]
-    return [(cmd.src, 2 * n, 2), (cmd.dst, 2 * n, 2)]      # SCALE, SILU, EXP, SOFTMAX
+    return [(cmd.src, 2 * n, 2), (cmd.dst, 2 * n, 2)]      # SCALE, SILU, EXP, SOFTMAX, CLAMP, ...
 
 
 def _index_ranges(cmd, mem):
@@ -569,7 +690,8 @@ def execute(cmd, mem, lanes=32):
     """Run ``cmd`` on ``mem`` (a flat ``uint8`` array, physical address = index).
 
     Returns ``(ErrorCode, err_addr)``. On an error ``mem`` is unchanged. Checks, in order:
-    BAD_COMMAND (opcode, length, k, element size, odd RoPE length; a range or an indexed
+    BAD_COMMAND (opcode, length, k, element size, odd RoPE length, a CLAMP bound NaN
+    or ``lo > hi``; a range or an indexed
     address reaching 2**48; an index below -1 or at/above ``index_limit``, a CSR row pointer
     sequence not rising from 0 to ``length``), MISALIGNED (an address or stride not a
     multiple of its element size; ERR_ADDR = that register's value).
@@ -634,6 +756,12 @@ def _run(cmd, mem, lanes, addrs):
         _store(mem, cmd.dst, silu_bf16(bf(cmd.src)))
     elif op == VaOpcode.EXP:
         _store(mem, cmd.dst, exp_bf16(bf(cmd.src)))
+    elif op == VaOpcode.CLAMP:
+        _store(mem, cmd.dst, clamp_bf16(bf(cmd.src), cmd.scalar & 0xFFFF, cmd.scalar >> 16 & 0xFFFF))
+    elif op == VaOpcode.SOFTPLUS:
+        _store(mem, cmd.dst, softplus_bf16(bf(cmd.src)))
+    elif op == VaOpcode.SQRT:
+        _store(mem, cmd.dst, sqrt_bf16(bf(cmd.src)))
     elif op == VaOpcode.RMSNORM:
         _store(mem, cmd.dst, rmsnorm_bf16(bf(cmd.src), bf(cmd.src2), cmd.scalar))
     elif op == VaOpcode.ROPE:

@@ -55,6 +55,9 @@ class VaOpcode(IntEnum):
     SUM = 16           # binary32 sum
     MAX = 17           # bf16 max
     TOPK = 18          # k <= 8 largest: values and indices
+    CLAMP = 19         # x clamped to [lo, hi] (SCALAR: lo bits 15:0, hi bits 31:16), exact
+    SOFTPLUS = 20      # log(1 + e**x)
+    SQRT = 21          # x · rsqrt(x)
 
 
 class McOp(IntEnum):

@@ -17,11 +17,15 @@ from golden.va import (
     add_bf16,
     bf16_in,
     bf16_ulp_distance,
+    clamp_bf16,
+    clamp_scalar,
     dequantize_int32,
     execute,
     exp2_table,
     exp_bf16,
     f32_to_bf16,
+    ln_fixed,
+    ln_table,
     max_bf16,
     mul_bf16,
     quantize_bf16,
@@ -33,6 +37,10 @@ from golden.va import (
     rsqrt_table,
     silu_bf16,
     softmax_bf16,
+    softplus_bf16,
+    softplus_f32,
+    sqrt_bf16,
+    sqrt_f32,
     sum_bf16,
     topk_bf16,
 )
@@ -114,6 +122,80 @@ def test_rsqrt_exhaustive():
     with np.errstate(all="ignore"):
         exact = 1 / np.sqrt(as_f64(ALL_BF16))
     check_exhaustive("rsqrt", f32_to_bf16(rsqrt_f32(bf16_in(ALL_BF16))), exact, 1)
+
+
+def test_ln_table_exact():
+    """``LN[i]`` is ``ln(2**30 / R[i])`` rounded (float64 check, far from any tie)."""
+    for r, v in zip(recip_table(), ln_table(), strict=True):
+        assert abs(v - np.log(2 ** 30 / r) * 2 ** 30) <= 0.5 + 1e-3
+
+
+def test_ln_fixed_absolute_error():
+    """The fixed-point logarithm is within 2**-27 (absolute) of ln on random binary32
+    values in [1, 2**24) — the range SOFTPLUS uses — and on every bf16 value there."""
+    rng = np.random.default_rng(5)
+    bits = np.concatenate([rng.integers(0x3F800000, 0x4B800000, 100_000),
+                           np.arange(0x3F80, 0x4B80) << 16]).astype(np.uint32)
+    exact = np.log(bits.view(np.float32).astype(np.float64))
+    err = np.abs(ln_fixed(bits) / 2.0 ** 30 - exact)
+    print(f"ln_fixed: max abs error 2**{np.log2(err.max()):.2f}")
+    assert err.max() < 2.0 ** -27
+
+
+def test_softplus_exhaustive():
+    x = as_f64(ALL_BF16)
+    with np.errstate(all="ignore"):
+        exact = np.logaddexp(0.0, x)
+    check_exhaustive("softplus", softplus_bf16(ALL_BF16), exact, 1)
+
+
+def test_sqrt_exhaustive():
+    x = as_f64(ALL_BF16)
+    with np.errstate(all="ignore"):
+        exact = np.sqrt(x)                # sqrt(-0) = -0, negatives and NaN → NaN
+    check_exhaustive("sqrt", sqrt_bf16(ALL_BF16), exact, 1)
+
+
+def test_softplus_sqrt_binary32_accuracy():
+    """Inside (before bf16): softplus within 2**-12 relative on random binary32 x in
+    [-100, 100] (worst near the -8 branch point), sqrt within 2**-16 on positive normals."""
+    rng = np.random.default_rng(2)
+    x = rng.uniform(-100, 100, 100_000).astype(np.float32)
+    got = softplus_f32(x.view(np.uint32)).view(np.float32).astype(np.float64)
+    exact = np.logaddexp(0.0, x.astype(np.float64))
+    ok = exact >= 2.0 ** -126                        # results that are not flushed
+    rel = np.abs(got - exact)[ok] / exact[ok]
+    print(f"softplus binary32: max relative 2**{np.log2(rel.max()):.2f} "
+          f"at x = {x[ok][np.argmax(rel)]!r}")
+    assert rel.max() < 2.0 ** -12
+    assert np.all(got[~ok] == 0)
+    bits = rng.integers(0x00800000, 0x7F800000, 100_000).astype(np.uint32)
+    xs = bits.view(np.float32).astype(np.float64)
+    rel = np.abs(sqrt_f32(bits).view(np.float32).astype(np.float64) / np.sqrt(xs) - 1)
+    print(f"sqrt binary32: max relative 2**{np.log2(rel.max()):.2f}")
+    assert rel.max() < 2.0 ** -16
+
+
+CLAMP_BOUNDS = [(-10.0, 10.0), (-np.inf, 1.0), (0.0, np.inf), (-0.0, 0.0), (2.5, 2.5),
+                (-np.inf, np.inf), (1e-39, 3.0), (-7.0, -1e-39)]
+
+
+@pytest.mark.parametrize("lo, hi", CLAMP_BOUNDS, ids=str)
+def test_clamp_exhaustive(lo, hi):
+    """CLAMP is exact for all 65 536 inputs: float64 ``clip`` of the flushed input with
+    flushed bounds, -0 kept where the input is -0 and inside, NaN in → NaN out."""
+    lo_b, hi_b = float_to_bf16_rne(np.array([lo, hi]))
+    got = clamp_bf16(ALL_BF16, lo_b, hi_b)
+    x = as_f64(ALL_BF16)
+    with np.errstate(invalid="ignore"):
+        exact = np.clip(x, as_f64(lo_b), as_f64(hi_b))
+    err = ulp_errors(got, reference(exact))
+    worst = int(np.argmax(err))
+    print(f"clamp [{lo}, {hi}]: worst input {worst:#06x} error {int(err[worst])} ulp")
+    assert err.max() == 0
+    inside = (x >= as_f64(lo_b)) & (x <= as_f64(hi_b))
+    assert np.array_equal(got[inside], bf16_in(ALL_BF16[inside]) >> 16)   # the input's bits
+    assert np.all(is_nan16(got) == is_nan16(ALL_BF16))
 
 
 def test_recip_binary32_accuracy():
@@ -281,6 +363,10 @@ def test_execute_indexed_and_csr():
     (dict(op=VaOpcode.EXP, length=4, src=1), ErrorCode.MISALIGNED),
     (dict(op=VaOpcode.GATHER, length=4, stride=3, esize=1), ErrorCode.MISALIGNED),
     (dict(op=VaOpcode.GATHER_IDX, length=4, index_limit=3, src2=0), ErrorCode.BAD_COMMAND),
+    (dict(op=VaOpcode.CLAMP, length=4, scalar=clamp_scalar(0x4000, 0x3F80)), ErrorCode.BAD_COMMAND),
+    (dict(op=VaOpcode.CLAMP, length=4, scalar=clamp_scalar(0x7FC0, 0x3F80)), ErrorCode.BAD_COMMAND),
+    (dict(op=VaOpcode.CLAMP, length=4, scalar=clamp_scalar(0x3F80, 0xFFC1)), ErrorCode.BAD_COMMAND),
+    (dict(op=VaOpcode.SQRT, length=4, dst=513), ErrorCode.MISALIGNED),
 ])
 def test_execute_bad_commands_write_nothing(case, code):
     mem = np.zeros(1024, np.uint8)
@@ -301,7 +387,10 @@ def test_execute_every_arithmetic_command_matches_functions():
     cases = {
         VaOpcode.ADD: add_bf16(x, y), VaOpcode.MUL: mul_bf16(x, y),
         VaOpcode.SILU: silu_bf16(x), VaOpcode.EXP: exp_bf16(x), VaOpcode.SOFTMAX: softmax_bf16(x),
+        VaOpcode.SOFTPLUS: softplus_bf16(x), VaOpcode.SQRT: sqrt_bf16(x),
+        VaOpcode.CLAMP: clamp_bf16(x, 0xC000, 0x3F80),       # [-2, 1]
     }
     for op, expect in cases.items():
-        assert execute(VaCommand(op, n, src=0, src2=1024, dst=8192), mem)[0] == ErrorCode.NONE
+        cmd = VaCommand(op, n, src=0, src2=1024, dst=8192, scalar=clamp_scalar(0xC000, 0x3F80))
+        assert execute(cmd, mem)[0] == ErrorCode.NONE
         assert np.array_equal(mem[8192:8192 + 2 * n].view(np.uint16), expect), op.name

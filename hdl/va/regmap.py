@@ -306,7 +306,8 @@ REGISTERS = (
         "access": "RW",
         "read_strobe": False,
         "description": ("bf16 factor in bits 15:0 (SCALE); binary32 epsilon (RMSNORM); "
-                        "binary32 scale (DEQUANTIZE)."),
+                        "binary32 scale (DEQUANTIZE); CLAMP bounds, bf16 lo in bits 15:0 and "
+                        "hi in bits 31:16 (a NaN bound or lo > hi: BAD_COMMAND)."),
         "fields": (
             {"name": "VALUE", "lsb": 0, "width": 32, "access": "RW", "reset": 0x0,
              "description": "Value."},

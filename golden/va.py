@@ -79,7 +79,8 @@ Reductions (order-independent where it matters, so L lanes may add in any order)
 * SOFTMAX (three passes): ``m = max``; ``e_i = exp(x_i - m)`` (the difference is one
   f32_add, <= 0, so ``e_i`` is in [0, 1]); the sum is exact in fixed point with 40
   fraction bits (``e_i`` truncated to that grid), converted to binary32 by truncation;
-  ``y_i = bf16(e_i · recip(sum))``. A non-finite ``m`` makes the whole row NaN.
+  ``y_i = bf16(e_i · recip(sum))``. A non-finite ``m`` or a NaN input makes the whole
+  row NaN.
 * RMSNORM (three passes): ``Emax`` = the largest biased exponent; the squares, scaled
   by ``2**-(2·(Emax-126))``, are summed exactly in fixed point with 40 fraction bits;
   ``ms = sum · recip(n)``; ``r = rsqrt(ms + eps)``; ``y_i = bf16((x_i · r) · gamma_i)``.
@@ -474,7 +475,8 @@ def _is_finite_bf16(x):
 def softmax_bf16(x):
     x = np.asarray(x, np.uint16)
     m = max_bf16(x)
-    if not _is_finite_bf16(m):
+    nan = ((x & 0x7F80) == 0x7F80) & ((x & 0x7F) != 0)
+    if not _is_finite_bf16(m) or nan.any():
         return np.full(len(x), BF16_NAN, np.uint16)
     diff = f32_add(bf16_in(x), bf16_in(np.uint16(m ^ 0x8000)))
     e = exp_f32(diff)

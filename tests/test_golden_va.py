@@ -240,6 +240,10 @@ def test_softmax_and_rmsnorm_nonfinite_rows():
     x = float_to_bf16_rne(np.array([1.0, np.inf, 2.0]))
     assert np.all(is_nan16(softmax_bf16(x)))
     assert np.all(is_nan16(rmsnorm_bf16(x, x, 0)))
+    # A NaN below a finite maximum spoils the sum too (the RTL does the same).
+    y = np.array([0x3F80, 0x7FC1, 0x4000], np.uint16)
+    assert np.all(is_nan16(softmax_bf16(y)))
+    assert np.all(is_nan16(rmsnorm_bf16(y, x, 0)))
 
 
 @seeds(5)

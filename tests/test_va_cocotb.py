@@ -1,10 +1,15 @@
-"""cocotb regressions of the standalone VA top (``v4hw_va``, L=32, DATA_WIDTH=128).
+"""cocotb regressions of the standalone VA top (``v4hw_va``, L=8, DATA_WIDTH=128).
+
+L=8 is the smallest L of a 128-bit bus (8 bf16 a beat): every data path is exercised and
+the build is a fraction of L=32's. The row commands (hdl/va/rows.py) do not depend on L.
+``V4HW_VA_PERF_LANES=32`` runs the performance test at L=32 (the README's figures).
 
 Each cocotb test of ``tests/va_tb.py`` runs once per simulator (Icarus and Verilator);
 the seed it printed reruns it (``V4HW_SEED=<n> python -m pytest '<node id>'``).
 ``WAVES=1`` leaves a VCD and a GTKWave save file (groups: ``sim.va_driver.VA_GTKW_GROUPS``).
 """
 
+import os
 from functools import cache
 
 import pytest
@@ -14,14 +19,19 @@ from hdl.top.va import VaTop
 from sim.runner import SIMULATORS, run_cocotb
 from sim.va_driver import VA_GTKW_GROUPS
 
-L, DATA_WIDTH = 32, 128
+L, DATA_WIDTH = 8, 128
+PERF_L = int(os.environ.get("V4HW_VA_PERF_LANES", L))
 TOPLEVEL = "v4hw_va"
-CONFIG_NAME = f"va-l{L}-dw{DATA_WIDTH}"
 TESTBENCH = "tests.va_tb"
 TIMEOUT_S = {"icarus": 600, "verilator": 300}
 
 TESTS = ["elementwise_lengths", "strided_moves", "backpressure", "large", "bad_commands",
-         "axi_errors", "start_while_busy", "functions_exhaustive"]
+         "axi_errors", "start_while_busy", "functions_exhaustive", "row_commands",
+         "row_refusals"]
+
+
+def config_name(lanes):
+    return f"va-l{lanes}-dw{DATA_WIDTH}"
 
 
 @cache
@@ -35,15 +45,17 @@ def va_verilog(lanes=L, data_width=DATA_WIDTH):
 @pytest.mark.parametrize("test", TESTS)
 @pytest.mark.parametrize("simulator", SIMULATORS)
 def test_va(simulator, test):
-    run_cocotb(simulator, va_verilog(), TOPLEVEL, TESTBENCH, config_name=CONFIG_NAME,
-               testcase=test, gtkw_groups=VA_GTKW_GROUPS, timeout_s=TIMEOUT_S[simulator])
+    run_cocotb(simulator, va_verilog(), TOPLEVEL, TESTBENCH, config_name=config_name(L),
+               testcase=test, gtkw_groups=VA_GTKW_GROUPS, timeout_s=TIMEOUT_S[simulator],
+               extra_env={"V4HW_VA_LANES": str(L)})
 
 
 @pytest.mark.cocotb
 def test_va_performance():
-    """Throughput of SCALE, ADD and the strided gather against their bus limits
-    (``tests/va_tb.py::performance``): Verilator only, its runs of 10 000 to 40 000
-    cycles would take minutes on Icarus."""
-    run_cocotb("verilator", va_verilog(), TOPLEVEL, TESTBENCH, config_name=CONFIG_NAME,
-               testcase="performance", gtkw_groups=VA_GTKW_GROUPS,
-               timeout_s=TIMEOUT_S["verilator"])
+    """Throughput of SCALE, ADD, the strided gather, SOFTMAX and RMSNORM against their
+    bus limits (``tests/va_tb.py::performance``): Verilator only, its runs of 10 000 to
+    40 000 cycles would take minutes on Icarus."""
+    run_cocotb("verilator", va_verilog(PERF_L), TOPLEVEL, TESTBENCH,
+               config_name=config_name(PERF_L), testcase="performance",
+               gtkw_groups=VA_GTKW_GROUPS, timeout_s=TIMEOUT_S["verilator"],
+               extra_env={"V4HW_VA_LANES": str(PERF_L)})

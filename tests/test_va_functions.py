@@ -89,3 +89,37 @@ def test_tables_match_the_golden_model():
     """Built independently on both sides, by the same exact formulas."""
     assert functions.exp2_table() == golden.exp2_table()
     assert functions.recip_table() == golden.recip_table()
+    assert functions.rsqrt_table() == golden.rsqrt_table()
+
+
+@pytest.mark.parametrize("seed", range(3), ids=lambda s: f"seed{s}")
+def test_rsqrt(seed):
+    x = inputs(seed)
+    got = simulate(lambda m, a, _: functions.rsqrt_f32(m, a, "rs"), x)
+    check("rsqrt_f32", got, golden.rsqrt_f32(x), x)
+
+
+@pytest.mark.parametrize("seed", range(2), ids=lambda s: f"seed{s}")
+def test_int32_to_f32(seed):
+    """DEQUANTIZE's conversion: nearest even, as numpy's int32 → float32."""
+    rng = np.random.default_rng(seed)
+    v = np.concatenate([
+        np.array([0, 1, -1, 2**31 - 1, -2**31, 2**24 + 1, 2**24 + 3, -(2**25 + 2), 16777217],
+                 np.int64),
+        rng.integers(-2**31, 2**31, 300), rng.integers(-2**12, 2**12, 100)]).astype(np.int32)
+    got = simulate(lambda m, a, _: functions.int32_to_f32(m, a, "cvt"), v.view(np.uint32))
+    check("int32_to_f32", got, v.astype(np.float32).view(np.uint32), v.view(np.uint32))
+
+
+@pytest.mark.parametrize("seed", range(2), ids=lambda s: f"seed{s}")
+def test_f32_to_int8(seed):
+    """QUANTIZE's rounding: half to even, saturated to ±127, NaN 0 (golden.va.quantize_bf16)."""
+    rng = np.random.default_rng(seed)
+    halves = (np.arange(-260, 261) / 2).astype(np.float32).view(np.uint32)
+    x = np.concatenate([inputs(seed), halves,
+                        (rng.normal(0, 60, 300).astype(np.float32)).view(np.uint32)])
+    got = simulate(lambda m, a, _: functions.f32_to_int8(m, a, "q"), x)
+    with np.errstate(all="ignore"):
+        v = np.nan_to_num(x.view(np.float32), nan=0.0, posinf=127, neginf=-127)
+        expect = np.clip(np.rint(v), -127, 127).astype(np.int8).view(np.uint8)
+    check("f32_to_int8", got & 0xFF, expect.astype(np.uint32), x)

@@ -1,4 +1,4 @@
-"""cocotb tests of the ``v4hw_va`` top (L=32, DATA_WIDTH=128), on Icarus and Verilator.
+"""cocotb tests of the ``v4hw_va`` top (L from V4HW_VA_LANES, 128-bit bus), Icarus and Verilator.
 
 ``tests/test_va_cocotb.py`` runs each test below on both simulators. Every test builds a
 :class:`sim.va_driver.VaBench`, draws its random choices from :func:`sim.seed.test_seed`
@@ -6,6 +6,8 @@
 outcome and ERR_ADDR against :func:`golden.va.execute`, the whole memory window byte for
 byte. Icarus is about 50 times slower, so lengths and counts are smaller there.
 """
+
+import os
 
 import cocotb
 import numpy as np
@@ -18,7 +20,7 @@ from sim.seed import test_seed
 from sim.va_driver import VaBench
 
 ICARUS = cocotb.SIM_NAME.lower().startswith("icarus")
-L = 32
+L = int(os.environ.get("V4HW_VA_LANES", "32"))     # the DUT's L (tests/test_va_cocotb.py)
 BUS = 16
 ELEMENTWISE = (VaOpcode.ADD, VaOpcode.MUL, VaOpcode.SCALE, VaOpcode.EXP, VaOpcode.SILU,
                VaOpcode.SUM, VaOpcode.MAX)
@@ -241,6 +243,17 @@ async def performance(dut):
     print(f"VA perf: GATHER n={g.length} stride=2048 esize=4: {outcome.cycles} cycles, "
           f"{rate:.3f} elements/cycle")
     assert rate >= 0.9, f"gather: {rate:.3f} elements/cycle"
+    # SOFTMAX and RMSNORM over 4096 bf16: the bus-limited minimum is the read beats of
+    # their passes (x three times; RMSNORM also gamma once); results are written on the
+    # write channel meanwhile.
+    n = 4096
+    beats = 2 * n // BUS
+    for op, reads in ((VaOpcode.SOFTMAX, 3), (VaOpcode.RMSNORM, 4)):
+        outcome = await bench.check(row_command(bench, rng, op, n, aligned=True))
+        floor = reads * beats
+        print(f"VA perf: {op.name} n={n}: {outcome.cycles} cycles; bus-limited minimum of "
+              f"its {reads} operand reads: {floor} cycles ({100 * floor / outcome.cycles:.1f} %)")
+        assert outcome.cycles <= floor / 0.8, f"{op.name}: {outcome.cycles} cycles"
 
 
 @cocotb.test()
@@ -258,3 +271,119 @@ async def functions_exhaustive(dut):
         dst = bench.origin + (1 << 18) + 2 * rng.randrange(0, 1000)
         bench.place(src, patterns[rng.sample(range(n), n)] if rng.random() < 0.5 else patterns)
         await bench.check(VaCommand(op, n, src=src, dst=dst))
+
+
+ROWS = (VaOpcode.SOFTMAX, VaOpcode.RMSNORM, VaOpcode.QUANTIZE, VaOpcode.DEQUANTIZE,
+        VaOpcode.TOPK, VaOpcode.ROPE)
+
+
+def bf16_values(rng, n, kind="normal"):
+    """bf16 bits: ``normal`` values (scale 10**-3..10**3), ``bits`` (any pattern, NaNs,
+    infinities, subnormals), or ``ties`` (a few repeated values, ±0, a NaN)."""
+    gen = np.random.default_rng(rng.getrandbits(32))
+    if kind == "bits":
+        return gen.integers(0, 1 << 16, n).astype(np.uint16)
+    if kind == "ties":
+        pool = np.array([0x0000, 0x8000, 0x3F80, 0x3F80, 0xBF80, 0x4000, 0x7FC0, 0xFF80,
+                         0x4000, 0x3F81][:rng.randrange(2, 11)], np.uint16)
+        return pool[gen.integers(0, len(pool), n)]
+    f = (gen.standard_normal(n) * 10.0 ** rng.uniform(-3, 3)).astype(np.float32)
+    return (f.view(np.uint32) >> 16).astype(np.uint16)
+
+
+def row_command(bench, rng, op, n, kind="normal", k=None, aligned=False, split=None):
+    """A row command on fresh operands at random (element-aligned) places (ROPE: an odd
+    length is made even; adjacent or split-half pairs at random unless ``split``)."""
+    if op == VaOpcode.ROPE:
+        n += n % 2
+    region = bench.size // 4
+    def place(mask, nbytes):
+        return bench.origin + (rng.randrange(0, region - nbytes - 64)
+                               & ~(BUS - 1 if aligned else mask))
+    src_bytes = 4 * n if op == VaOpcode.DEQUANTIZE else 2 * n
+    cmd = VaCommand(op, n, src=place(3 if op == VaOpcode.DEQUANTIZE else 1, src_bytes),
+                    src2=region + place(1, 2 * n), dst=2 * region + place(1, 2 * n),
+                    dst2=3 * region + place(3, 2 * n))
+    if op == VaOpcode.DEQUANTIZE:
+        gen = np.random.default_rng(rng.getrandbits(32))
+        ints = gen.integers(-(1 << 31), 1 << 31, n, dtype=np.int64)
+        small = gen.integers(-300, 300, n)
+        bench.place(cmd.src, np.where(gen.random(n) < 0.5, ints, small).astype(np.int32))
+        cmd.scalar = int(np.float32(10.0 ** rng.uniform(-8, 3)).view(np.uint32))
+        if kind == "bits":
+            cmd.scalar = rng.getrandbits(32)
+        return cmd
+    bench.place(cmd.src, bf16_values(rng, n, kind))
+    if op == VaOpcode.RMSNORM:
+        bench.place(cmd.src2, bf16_values(rng, n, "normal" if kind != "bits" else "bits"))
+        cmd.scalar = rng.choice([0, 0x358637BD, int(np.float32(10.0 ** rng.uniform(-9, -1))
+                                                     .view(np.uint32))])
+    if op == VaOpcode.TOPK:
+        cmd.k = k if k is not None else rng.randrange(1, min(8, n) + 1)
+    if op == VaOpcode.ROPE:
+        cmd.split_half = rng.random() < 0.5 if split is None else split
+        cmd.src3 = cmd.dst2
+        angles = np.random.default_rng(rng.getrandbits(32)).uniform(-4, 4, n // 2)
+        for addr, f in ((cmd.src2, np.cos), (cmd.src3, np.sin)):
+            values = (f(angles).astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+            bench.place(addr, bf16_values(rng, n // 2, kind) if kind != "normal" else values)
+    return cmd
+
+
+@cocotb.test()
+async def row_commands(dut):
+    """SOFTMAX, RMSNORM, QUANTIZE, DEQUANTIZE, TOPK at lengths 1, L-1, L, L+1 and random
+    ones, normal values, random bits (NaN/inf/subnormal rows) and tie-heavy rows (TOPK
+    with every k = 1..8: ties to the lowest index, NaN lowest), random alignments."""
+    bench, rng = await new_bench(dut)
+    lengths = [1, L - 1, L, L + 1, rng.randrange(2, 300 if ICARUS else 1500)]
+    for op in ROWS:
+        for n in lengths:
+            await bench.check(row_command(bench, rng, op, n, aligned=n == L))
+        for kind in ("bits", "ties"):
+            await bench.check(row_command(bench, rng, op, rng.randrange(1, 3 * L), kind))
+    for k in range(1, 9):
+        n = rng.randrange(k, 4 * L)
+        await bench.check(row_command(bench, rng, VaOpcode.TOPK, n, "ties", k=k))
+    # RoPE: both pairings at lengths 2, L, 2L + 2 and a random one.
+    for split in (False, True):
+        for n in (2, L, 2 * L + 2, rng.randrange(2, 400)):
+            await bench.check(row_command(bench, rng, VaOpcode.ROPE, n, split=split))
+    # Whole-row NaN: an infinity or NaN in SOFTMAX's and RMSNORM's input.
+    for op in (VaOpcode.SOFTMAX, VaOpcode.RMSNORM):
+        for special in (0x7F80, 0xFF80, 0x7FC1):
+            cmd = row_command(bench, rng, op, rng.randrange(2, 2 * L))
+            bench.place(cmd.src + 2 * rng.randrange(cmd.length), np.array([special], np.uint16))
+            await bench.check(cmd)
+
+
+@cocotb.test()
+async def row_refusals(dut):
+    """TOPK with k = 0, k > 8, k > LENGTH; misaligned DST2 (QUANTIZE, TOPK), DEQUANTIZE's
+    int32 source, a range past 2**48: the golden model's code and ERR_ADDR, no access,
+    nothing written."""
+    bench, rng = await new_bench(dut)
+    o = bench.origin
+    top = (1 << 48) - 64
+    cases = [
+        VaCommand(VaOpcode.TOPK, 8, src=o, dst=o + 64, dst2=o + 128, k=0),
+        VaCommand(VaOpcode.TOPK, 20, src=o, dst=o + 64, dst2=o + 128, k=9),
+        VaCommand(VaOpcode.TOPK, 3, src=o, dst=o + 64, dst2=o + 128, k=4),
+        VaCommand(VaOpcode.TOPK, 8, src=o, dst=o + 64, dst2=o + 130, k=2),
+        VaCommand(VaOpcode.TOPK, 8, src=o, dst=o + 65, dst2=o + 128, k=2),
+        VaCommand(VaOpcode.TOPK, 8, src=o, dst=o + 64, dst2=top + 40, k=8),
+        VaCommand(VaOpcode.QUANTIZE, 8, src=o, dst=o + 65, dst2=o + 130),
+        VaCommand(VaOpcode.QUANTIZE, 8, src=o + 1, dst=o + 65, dst2=o + 128),
+        VaCommand(VaOpcode.QUANTIZE, 8, src=o, dst=top + 60, dst2=o + 128),
+        VaCommand(VaOpcode.DEQUANTIZE, 8, src=o + 2, dst=o + 64),
+        VaCommand(VaOpcode.DEQUANTIZE, 16, src=top + 8, dst=o + 64),
+        VaCommand(VaOpcode.RMSNORM, 8, src=o, src2=o + 3, dst=o + 64),
+        VaCommand(VaOpcode.SOFTMAX, 0, src=o, dst=o + 64),
+        VaCommand(VaOpcode.SOFTMAX, 40, src=o, dst=top + 2),
+        VaCommand(VaOpcode.ROPE, 7, src=o, src2=o, src3=o, dst=o + 64),      # odd length
+        VaCommand(VaOpcode.ROPE, 8, src=o, src2=o, src3=o + 1, dst=o + 64),
+        VaCommand(VaOpcode.ROPE, 8, src=o, src2=o, src3=top + 60, dst=o + 64),
+    ]
+    for cmd in cases:
+        await bench.check(cmd)
+    await bench.check(row_command(bench, rng, VaOpcode.TOPK, 50))

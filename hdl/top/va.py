@@ -64,6 +64,9 @@ class VaTop(wiring.Component):
             cmd.src.eq(regs.src_lo.addr | regs.src_hi.addr << 32),
             cmd.src2.eq(regs.src2_lo.addr | regs.src2_hi.addr << 32),
             cmd.dst.eq(regs.dst_lo.addr | regs.dst_hi.addr << 32),
+            cmd.dst2.eq(regs.dst2_lo.addr | regs.dst2_hi.addr << 32), cmd.k.eq(regs.k.value),
+            cmd.src3.eq(regs.src3_lo.addr | regs.src3_hi.addr << 32),
+            cmd.split_half.eq(regs.opcode.split_half),
             cmd.stride.eq(regs.stride.value), cmd.scalar.eq(regs.scalar.value),
         ]
         m.d.comb += [

@@ -7,8 +7,9 @@ Data flow of one command::
                     └► Realign ─► WordsToVector ─┤ y ─► LaneEngine ─► VectorToWords ─┐
     strided GATHER:                                                                  ├─► StreamWriter
       StridedGather (one read per element, many in flight) ──────────────────────────┘
-    EXP, SILU (data_width/16 elements a cycle, three register stages):
-      OperandReader ─► Realign ─► UnaryUnit ─► StreamWriter
+    row commands (EXP, SILU, DEQUANTIZE, SOFTMAX, RMSNORM, QUANTIZE, TOPK; data_width/16
+    elements a cycle; a pass per read of the operands, see hdl.va.rows):
+      OperandReader ─► Realign ─► RowUnit ─► StreamWriter (again at DST2: QUANTIZE, TOPK)
     strided SCATTER:
       OperandReader ─► Realign ─► StridedScatter (one write per element, many in flight)
 
@@ -23,9 +24,9 @@ from amaranth.utils import exact_log2
 
 from hdl.codes import ErrorCode, VaOpcode
 from hdl.common.memport import PHYS_ADDR_BITS, MemPortSignature
-from hdl.va.functions import UnaryUnit
 from hdl.va.gather import StridedGather
 from hdl.va.lanes import LaneEngine
+from hdl.va.rows import MAX_K, ROW_OPCODES, RowUnit
 from hdl.va.scatter import StridedScatter
 from hdl.va.streams import (
     ErrorEvent,
@@ -43,7 +44,9 @@ MAX_LENGTH = 65536
 VALID_LANES = (4, 8, 16, 32, 64)
 VALID_DATA_WIDTH = (64, 128, 256, 512)
 RTL_OPCODES = (VaOpcode.GATHER, VaOpcode.SCATTER, VaOpcode.ADD, VaOpcode.MUL, VaOpcode.SCALE,
-               VaOpcode.EXP, VaOpcode.SILU, VaOpcode.SUM, VaOpcode.MAX)
+               VaOpcode.EXP, VaOpcode.SILU, VaOpcode.SUM, VaOpcode.MAX, VaOpcode.SOFTMAX,
+               VaOpcode.RMSNORM, VaOpcode.QUANTIZE, VaOpcode.DEQUANTIZE, VaOpcode.TOPK,
+               VaOpcode.ROPE)
 """The commands this RTL runs; START refuses the others with BAD_COMMAND."""
 
 
@@ -65,6 +68,7 @@ class VaCommandLayout(data.StructLayout):
             "op": 8, "esize": 2, "length": 32,
             "src": PHYS_ADDR_BITS, "src2": PHYS_ADDR_BITS, "dst": PHYS_ADDR_BITS,
             "stride": 32, "scalar": 32,
+            "dst2": PHYS_ADDR_BITS, "k": 32, "src3": PHYS_ADDR_BITS, "split_half": 1,
         })
 
 
@@ -102,6 +106,10 @@ class VectorCore(wiring.Component):
         moves = gather | scatter
         is_sum, is_max = cmd.op == VaOpcode.SUM, cmd.op == VaOpcode.MAX
         two = (cmd.op == VaOpcode.ADD) | (cmd.op == VaOpcode.MUL)
+        rms, topk = cmd.op == VaOpcode.RMSNORM, cmd.op == VaOpcode.TOPK
+        quant, dequant = cmd.op == VaOpcode.QUANTIZE, cmd.op == VaOpcode.DEQUANTIZE
+        rope = cmd.op == VaOpcode.ROPE
+        one_dst = is_sum | is_max | quant | topk
         size = Signal(3)
         m.d.comb += size.eq(1 << cmd.esize)
         # (address, bytes, alignment mask, checked) in the order ERR_ADDR reports them.
@@ -112,14 +120,23 @@ class VectorCore(wiring.Component):
             (cmd.src, n << cmd.esize, size - 1, scatter),
             (cmd.dst, n << cmd.esize, size - 1, gather),
             (cmd.dst, span, size - 1, scatter),
-            (cmd.src, n << 1, 1, ~moves),
-            (cmd.src2, n << 1, 1, two),
-            (cmd.dst, n << 1, 1, ~moves & ~is_sum & ~is_max),
+            (cmd.src, n << 1, 1, ~moves & ~dequant),
+            (cmd.src, n << 2, 3, dequant),
+            (cmd.src2, n << 1, 1, two | rms),
+            (cmd.src2, n, 1, rope),
+            (cmd.src3, n, 1, rope),
+            (cmd.dst, n << 1, 1, ~moves & ~one_dst),
             (cmd.dst, 4, 3, is_sum),
             (cmd.dst, 2, 1, is_max),
+            (cmd.dst, n, 0, quant),
+            (cmd.dst, cmd.k[:4] << 1, 1, topk),
+            (cmd.dst2, 4, 3, quant),
+            (cmd.dst2, cmd.k[:4] << 2, 3, topk),
         ]
         bad_shape = (~known | (cmd.length == 0) | (cmd.length > MAX_LENGTH)
-                     | (moves & (cmd.esize == 3)))
+                     | (moves & (cmd.esize == 3))
+                     | (topk & ((cmd.k == 0) | (cmd.k > MAX_K) | (cmd.k > cmd.length)))
+                     | (rope & cmd.length[0]))
         with m.If(bad_shape):
             m.d.comb += self.refuse_code.eq(ErrorCode.BAD_COMMAND)
         for addr, nbytes, _, used in ranges:
@@ -148,57 +165,85 @@ class VectorCore(wiring.Component):
             m.d.sync += cmd.eq(self.cmd)
         gather = cmd.op == VaOpcode.GATHER
         scatter = cmd.op == VaOpcode.SCATTER
-        unary = (cmd.op == VaOpcode.EXP) | (cmd.op == VaOpcode.SILU)
+        row = Cat(*(cmd.op == op for op in ROW_OPCODES)).any()
+        rms, dequant = cmd.op == VaOpcode.RMSNORM, cmd.op == VaOpcode.DEQUANTIZE
+        quant, topk = cmd.op == VaOpcode.QUANTIZE, cmd.op == VaOpcode.TOPK
+        rope = cmd.op == VaOpcode.ROPE
+        split = rope & cmd.split_half
         is_sum, is_max = cmd.op == VaOpcode.SUM, cmd.op == VaOpcode.MAX
         two = (cmd.op == VaOpcode.ADD) | (cmd.op == VaOpcode.MUL)
         n = cmd.length[:17]
         abort = Signal()
+        second = Signal()               # the writer's second result (QUANTIZE, TOPK, ROPE)
+        out_bytes = Signal(range(4 * MAX_LENGTH + 1))   # the first result's bytes
+        m.d.comb += out_bytes.eq(Mux(gather, n << cmd.esize, Mux(scatter, 0, Mux(
+            is_sum, 4, Mux(is_max, 2, Mux(quant | split, n, Mux(topk, cmd.k[:4] << 1, n << 1)))))))
 
-        m.submodules.reader = reader = OperandReader(width, 2)
+        m.submodules.reader = reader = OperandReader(width, 4)
         m.submodules.gatherer = gatherer = StridedGather(width)
         m.submodules.engine = engine = ResetInserter(go)(LaneEngine(lanes))
         m.submodules.v2w = v2w = VectorToWords(width, ratio)
         m.submodules.writer = writer = StreamWriter(width)
         m.submodules.scatterer = scatterer = StridedScatter(width)
-        m.submodules.functions = functions = ResetInserter(go)(UnaryUnit(width))
-        # bytes of each contiguous operand: bf16 vectors, or a scatter's packed elements
+        m.submodules.rows = rows = ResetInserter(go)(RowUnit(width))
+        again = Signal()                # a row command's next pass: read the operands again
+        m.d.comb += [again.eq(rows.again & row & ~abort),
+                     second.eq(rows.second & row & ~abort)]
+        # Bytes of each contiguous operand: bf16 vectors, int32 (DEQUANTIZE), a scatter's
+        # packed elements; ROPE's cos and sin (half of x), split-half: x[:n/2], x[n/2:].
         nbytes = Signal(range(4 * MAX_LENGTH + 1))
-        m.d.comb += nbytes.eq(Mux(scatter, n << cmd.esize, n << 1))
-        for i, (addr, used) in enumerate(((cmd.src, ~gather), (cmd.src2, two))):
+        m.d.comb += nbytes.eq(Mux(scatter, n << cmd.esize, Mux(dequant, n << 2,
+                                                                Mux(split, n, n << 1))))
+        src_hi = Signal(PHYS_ADDR_BITS)
+        m.d.comb += src_hi.eq(cmd.src + n)
+        operands = ((cmd.src, nbytes, ~gather),
+                    (cmd.src2, Mux(rope, n, n << 1), two | (rms & rows.use_y) | rope),
+                    (cmd.src3, n, rope), (src_hi, n, split))
+        for i, (addr, size, used) in enumerate(operands):
             realign = Realign(width)
-            w2v = WordsToVector(width, ratio)
-            m.submodules[f"realign{i}"], m.submodules[f"w2v{i}"] = realign, w2v
+            m.submodules[f"realign{i}"] = realign
             offset = addr[:off_bits]
             m.d.comb += [
-                reader.config[i].addr.eq(addr), reader.config[i].nbytes.eq(used * nbytes),
-                realign.start.eq(go), w2v.start.eq(go),
+                reader.config[i].addr.eq(addr), reader.config[i].nbytes.eq(used * size),
+                realign.start.eq(go | again),
                 # a reader's realigner: shift by the offset; an aligned stream passes as is
                 realign.shift.eq(offset | ((offset == 0) << off_bits)),
                 realign.absorb.eq(offset != 0),
-                realign.words_in.eq(words_for(offset, nbytes, bb)),
-                realign.words_out.eq(words_for(0, nbytes, bb)),
-                w2v.words.eq(words_for(0, nbytes, bb)),
+                realign.words_in.eq(words_for(offset, size, bb)),
+                realign.words_out.eq(words_for(0, size, bb)),
             ]
             wiring.connect(m, getattr(reader, f"out{i}"), realign.i)
+            if i >= 2:      # ROPE's sin and the second half of x
+                wiring.connect(m, realign.o, rows.z if i == 2 else rows.w)
+                continue
+            w2v = WordsToVector(width, ratio)
+            m.submodules[f"w2v{i}"] = w2v
+            m.d.comb += [w2v.start.eq(go), w2v.words.eq(words_for(0, size, bb))]
             if i == 0:      # the first operand feeds the lanes, a scatter or the functions
                 with m.If(scatter):
                     m.d.comb += [scatterer.i.payload.eq(realign.o.payload),
                                  scatterer.i.valid.eq(realign.o.valid),
                                  realign.o.ready.eq(scatterer.i.ready)]
-                with m.Elif(unary):
-                    m.d.comb += [functions.i.payload.eq(realign.o.payload),
-                                 functions.i.valid.eq(realign.o.valid),
-                                 realign.o.ready.eq(functions.i.ready)]
+                with m.Elif(row):
+                    wiring.connect(m, realign.o, rows.x)
                 with m.Else():
                     m.d.comb += [w2v.i.payload.eq(realign.o.payload),
                                  w2v.i.valid.eq(realign.o.valid),
                                  realign.o.ready.eq(w2v.i.ready)]
             else:
-                wiring.connect(m, realign.o, w2v.i)
+                m.d.comb += rows.y.payload.eq(realign.o.payload)
+                with m.If(row):
+                    m.d.comb += [rows.y.valid.eq(realign.o.valid),
+                                 realign.o.ready.eq(rows.y.ready)]
+                with m.Else():
+                    wiring.connect(m, realign.o, w2v.i)
             wiring.connect(m, w2v.o, engine.x if i == 0 else engine.y)
         wiring.connect(m, engine.o, v2w.i)
         m.d.comb += [
-            reader.start.eq(go), v2w.start.eq(go), engine.op.eq(cmd.op), functions.op.eq(cmd.op),
+            reader.start.eq(go | again), v2w.start.eq(go), engine.op.eq(cmd.op),
+            rows.op.eq(cmd.op), rows.n.eq(n), rows.k.eq(cmd.k[:4]), rows.scalar.eq(cmd.scalar),
+            rows.split.eq(cmd.split_half),
+            rows.writer_done.eq(writer.done),
             engine.scalar.eq(cmd.scalar[:16]), engine.count.eq(n),
             gatherer.start.eq(go & gather), gatherer.base.eq(cmd.src),
             gatherer.stride.eq(cmd.stride), gatherer.esize.eq(cmd.esize),
@@ -207,9 +252,13 @@ class VectorCore(wiring.Component):
             scatterer.stride.eq(cmd.stride), scatterer.esize.eq(cmd.esize),
             scatterer.count.eq(n),
             # a scatter writes through its own unit: the stream writer has nothing to do
-            writer.start.eq(go), writer.addr.eq(Mux(scatter, 0, cmd.dst)),
-            writer.nbytes.eq(Mux(gather, n << cmd.esize, Mux(scatter, 0, Mux(
-                is_sum, 4, Mux(is_max, 2, nbytes))))),
+            # QUANTIZE and TOPK write a second result at DST2 once the first is written;
+            # split-half ROPE the second halves at DST + LENGTH bytes
+            writer.start.eq(go | second),
+            writer.addr.eq(Mux(scatter, 0, Mux(second, Mux(rope, cmd.dst + n, cmd.dst2),
+                                                cmd.dst))),
+            writer.nbytes.eq(Mux(second, Mux(rope, n, Mux(quant, 4, cmd.k[:4] << 2)),
+                                 out_bytes)),
         ]
         for unit in (reader, gatherer, writer, scatterer):
             m.d.comb += unit.abort.eq(abort)
@@ -238,16 +287,16 @@ class VectorCore(wiring.Component):
                          writer.i.payload.eq(gatherer.o.payload),
                          writer.i.valid.eq(gatherer.o.valid),
                          gatherer.o.ready.eq(writer.i.ready)]
-        with m.Elif(unary):
+        with m.Elif(row):
             m.d.comb += [mem.rd_req.payload.eq(reader.rd_req.payload),
                          mem.rd_req.valid.eq(reader.rd_req.valid),
                          reader.rd_req.ready.eq(mem.rd_req.ready),
                          reader.rd_resp.payload.eq(mem.rd_resp.payload),
                          reader.rd_resp.valid.eq(mem.rd_resp.valid),
                          mem.rd_resp.ready.eq(reader.rd_resp.ready),
-                         writer.i.payload.eq(functions.o.payload),
-                         writer.i.valid.eq(functions.o.valid),
-                         functions.o.ready.eq(writer.i.ready)]
+                         writer.i.payload.eq(rows.o.payload),
+                         writer.i.valid.eq(rows.o.valid),
+                         rows.o.ready.eq(writer.i.ready)]
         with m.Else():
             m.d.comb += [mem.rd_req.payload.eq(reader.rd_req.payload),
                          mem.rd_req.valid.eq(reader.rd_req.valid),
@@ -274,7 +323,7 @@ class VectorCore(wiring.Component):
                         m.d.sync += [error.eq(unit.error), abort.eq(1)]
                         m.next = "ABORT"
                 with m.If(~Cat(*(unit.error.valid for unit in units)).any()
-                          & writer.done & (scatterer.done | ~scatter) & idle):
+                          & writer.done & (scatterer.done | ~scatter) & rows.done & idle):
                     m.d.comb += self.finish.eq(1)
                     m.next = "IDLE"
             with m.State("ABORT"):

@@ -14,8 +14,9 @@ from hdl.codes import VaOpcode
 from hdl.ma.fp import F32_CANONICAL_NAN, f32_add
 from hdl.va.lanes import f32_to_bf16
 
-__all__ = ["LOG2E_Q", "LN2_Q", "exp2_table", "recip_table", "f32_mul", "exp_f32",
-           "recip_f32", "normalize_trunc", "UnaryUnit"]
+__all__ = ["LOG2E_Q", "LN2_Q", "exp2_table", "recip_table", "rsqrt_table", "f32_mul",
+           "exp_f32", "recip_f32", "rsqrt_f32", "int32_to_f32", "f32_to_int8",
+           "normalize_trunc", "UnaryUnit"]
 
 LOG2E_Q = 1549082005        # round(log2(e) · 2**30)
 LN2_Q = 744261118           # round(ln(2) · 2**30)
@@ -182,24 +183,126 @@ def recip_f32(m, x, name):
     return out
 
 
+def rsqrt_table():
+    """round(2**30 / sqrt((1 + (j + 0.5)/128) · (1 + odd))), by integer square roots;
+    ``[odd][j]`` for odd in (0, 1), j = 0..127."""
+    import math
+    return [[(math.isqrt((1 << 70) // ((257 + 2 * j) * (1 + odd))) + 1) >> 1
+             for j in range(128)] for odd in (0, 1)]
+
+
+def rsqrt_f32(m, x, name):
+    """1/sqrt(x) for binary32 ``x``: table by exponent parity, one Newton step."""
+    sign, e, frac = x[31], x[23:31], x[:23]
+    odd = ~e[0]                                  # the unbiased exponent e - 127 is odd
+    table = Array(Const(v, 31) for v in _RSQRT[0] + _RSQRT[1])
+    y0 = Signal(31, name=f"{name}_y0")
+    m.d.comb += y0.eq(table[Cat(frac[16:], odd)])
+    y2 = Signal(32, name=f"{name}_y2")
+    m.d.comb += y2.eq((y0 * y0) >> FIX)
+    big_m = Signal(25, name=f"{name}_M")
+    m.d.comb += big_m.eq(Cat(frac, 1) << odd)
+    q = Signal(34, name=f"{name}_q")
+    m.d.comb += q.eq((big_m * y2) >> 23)
+    y1 = Signal(33, name=f"{name}_y1")
+    m.d.comb += y1.eq(Mux((frac == 0) & ~odd, 1 << FIX,
+                          (y0 * (3 * (1 << FIX) - q)[:33]) >> (FIX + 1)))
+    half_e = Signal(signed(9), name=f"{name}_he")
+    m.d.comb += half_e.eq((e - 127 - odd).as_signed() >> 1)
+    core = normalize_trunc(m, y1, 33, -FIX - half_e, 0, f"{name}_norm")
+    out = Signal(32, name=name)
+    with m.If((sign & (e != 0)) | ((e == 0xFF) & (frac != 0))):
+        m.d.comb += out.eq(F32_CANONICAL_NAN)
+    with m.Elif(e == 0xFF):
+        m.d.comb += out.eq(0)
+    with m.Elif(e == 0):
+        m.d.comb += out.eq(Cat(Const(0, 23), Const(0xFF, 8), sign))
+    with m.Else():
+        m.d.comb += out.eq(core)
+    return out
+
+
+def int32_to_f32(m, v, name):
+    """Signed 32-bit integer → binary32, round to nearest even."""
+    sign = v[31]
+    mag = Signal(32, name=f"{name}_mag")
+    m.d.comb += mag.eq(Mux(sign, -v, v))
+    hb = _leading_one(m, mag, 32, f"{name}_hb")
+    wide = Signal(56, name=f"{name}_w")            # mag aligned so that bit hb is bit 55
+    m.d.comb += wide.eq(mag << (31 - hb)[:5] << 24)
+    sig = wide[32:56]
+    guard = wide[31]
+    sticky = wide[:31] != 0
+    rounded = Signal(25, name=f"{name}_rnd")
+    m.d.comb += rounded.eq(sig + (guard & (sticky | sig[0])))
+    exp = Signal(9, name=f"{name}_exp")
+    m.d.comb += exp.eq(hb + 127 + rounded[24])
+    out = Signal(32, name=name)
+    m.d.comb += out.eq(Mux(mag == 0, 0, Cat(Mux(rounded[24], 0, rounded[:23]), exp[:8], sign)))
+    return out
+
+
+def f32_to_int8(m, v, name):
+    """binary32 → int8: round half to even, saturated to ±127; NaN gives 0."""
+    sign, e, frac = v[31], v[23:31], v[:23]
+    sig = Cat(frac, 1)
+    shift = Signal(range(32), name=f"{name}_sh")   # 150 - e for 126 <= e <= 133
+    m.d.comb += shift.eq((150 - e)[:5])
+    kept = Signal(8, name=f"{name}_int")
+    m.d.comb += kept.eq(sig >> shift)
+    below = Signal(24, name=f"{name}_below")        # the bits shifted out, guard on top
+    m.d.comb += below.eq((sig << (24 - shift)[:5])[:24])
+    guard = below[23]
+    sticky = below[:23] != 0
+    mag = Signal(9, name=f"{name}_mag")
+    m.d.comb += mag.eq(kept + (guard & (sticky | kept[0])))
+    sat = Signal(7, name=f"{name}_sat")
+    with m.If((e == 0xFF) & (frac != 0)):
+        m.d.comb += sat.eq(0)
+    with m.Elif(e >= 134):                          # |v| >= 128 (and infinities)
+        m.d.comb += sat.eq(127)
+    with m.Elif(e < 126):                           # |v| < 0.5
+        m.d.comb += sat.eq(0)
+    with m.Else():
+        m.d.comb += sat.eq(Mux(mag > 127, 127, mag[:7]))
+    out = Signal(8, name=name)
+    m.d.comb += out.eq(Mux(sign, -sat, sat))
+    return out
+
+
 _EXP2 = exp2_table()
 _RECIP = recip_table()
+_RSQRT = rsqrt_table()
 
 
 class UnaryUnit(wiring.Component):
-    """EXP and SILU on the bf16 elements of bus words (``data_width / 16`` per word).
+    """The element pipeline of the function commands, ``data_width / 16`` bf16 lanes
+    (golden.va): EXP, SILU, SOFTMAX's ``exp(x - m)`` and ``e · c``, RMSNORM's
+    ``(x · c) · gamma``, QUANTIZE's int8 of ``x · c``, DEQUANTIZE's ``f32(v) · c``.
 
-    Word in, word out, in order, through three register stages that advance together
-    when the output is free (exp core | normalise, 1 + e, reciprocal | products and
-    rounding). Results are bit for bit those of ``golden.va.exp_bf16`` / ``silu_bf16``.
+    ``i`` carries a word of x (``i.payload.x``) and, for RMSNORM, the word of gamma
+    beside it (``i.payload.g``). ``m`` is SOFTMAX's row maximum (bf16), ``c`` the
+    command's binary32 constant (reciprocal of the sum, rsqrt, 1/scale, scale).
+
+    Word in, word out, in order, through four register stages that advance together
+    when the output is free (0: x - m or int32 → binary32; 1: exp; 2: 1 + e, its
+    reciprocal, x · c; 3: the last product and rounding). ``o.payload.word`` holds the
+    bf16 results in their lanes, or for QUANTIZE the int8 results in the low bytes,
+    for DEQUANTIZE the bf16 results of the word's four int32 (128-bit bus: half of the
+    lanes) in the low lanes; ``o.payload.e`` holds each lane's binary32 exp (SOFTMAX's
+    sum). Results are bit for bit those of :mod:`golden.va`.
     """
 
     def __init__(self, data_width):
         self.data_width = data_width
+        lanes = data_width // 16
         super().__init__({
             "op": In(8),
-            "i": In(stream.Signature(data_width)),
-            "o": Out(stream.Signature(data_width)),
+            "m": In(16),
+            "c": In(32),
+            "i": In(stream.Signature(data.StructLayout({"x": data_width, "g": data_width}))),
+            "o": Out(stream.Signature(data.StructLayout({
+                "word": data_width, "e": data.ArrayLayout(32, lanes)}))),
         })
 
     def elaborate(self, platform):
@@ -208,40 +311,70 @@ class UnaryUnit(wiring.Component):
         vec = data.ArrayLayout(16, lanes)
         advance = ~self.o.valid | self.o.ready
         m.d.comb += self.i.ready.eq(advance)
-        valid = [Signal(name=f"valid{k}") for k in range(2)]
+        valid = [Signal(name=f"valid{k}") for k in range(3)]
         with m.If(advance):
             m.d.sync += [valid[0].eq(self.i.valid), valid[1].eq(valid[0]),
-                         self.o.valid.eq(valid[1])]
-        silu = self.op == VaOpcode.SILU
+                         valid[2].eq(valid[1]), self.o.valid.eq(valid[2])]
+        op = self.op
+        silu = op == VaOpcode.SILU
+        softmax = op == VaOpcode.SOFTMAX
+        rmsnorm = op == VaOpcode.RMSNORM
+        quantize = op == VaOpcode.QUANTIZE
+        dequantize = op == VaOpcode.DEQUANTIZE
         words_in = Signal(vec)
-        m.d.comb += words_in.eq(self.i.payload)
+        gammas = Signal(vec)
+        ints = Signal(data.ArrayLayout(32, lanes // 2))
+        m.d.comb += [words_in.eq(self.i.payload.x), gammas.eq(self.i.payload.g),
+                     ints.eq(self.i.payload.x)]
+        neg_m = Signal(32)                  # bf16_in(m ^ 0x8000)
+        m.d.comb += neg_m.eq(Cat(Const(0, 16), Mux(self.m[7:15] == 0, 0, self.m[:15]),
+                                 ~self.m[15]))
         out = Signal(vec)
+        e_out = Signal(data.ArrayLayout(32, lanes))
+        stage = data.StructLayout({"x": 32, "g": 32, "e": 32, "r": 32, "xe": 32, "low": 1})
+        q = []
         for lane in range(lanes):
             raw = words_in[lane]
-            # Stage 1: input, the exp argument (x or -x) and the exp unit.
+            # Stage 0: the flushed input, x - m (SOFTMAX), int32 → binary32 (DEQUANTIZE).
             x16 = Mux(raw[7:15] == 0, Cat(Const(0, 15), raw[15]), raw)
             x = Cat(Const(0, 16), x16)
+            g16 = gammas[lane]
+            g = Cat(Const(0, 16), Mux(g16[7:15] == 0, Cat(Const(0, 15), g16[15]), g16))
             low = silu & x16[15] & (x16[:15] > 0x4180) & (x16[:15] <= 0x7F80)
-            arg = Mux(silu & ~low, x ^ 0x80000000, x)
-            e = exp_f32(m, arg, Mux(low, 64, 0), f"exp{lane}")
-            s1 = Signal(data.StructLayout({"x": 32, "e": 32, "low": 1}), name=f"s1_{lane}")
+            diff = f32_add(m, x, neg_m, name=f"sub{lane}")
+            value = Mux(softmax, diff, x)
+            if lane < lanes // 2:
+                value = Mux(dequantize, int32_to_f32(m, ints[lane], f"cvt{lane}"), value)
+            s0 = Signal(stage, name=f"s0_{lane}")
             with m.If(advance):
-                m.d.sync += [s1.x.eq(x), s1.e.eq(e), s1.low.eq(low)]
-            # Stage 2: 1 + e and its reciprocal; x·e for the low branch.
+                m.d.sync += [s0.x.eq(value), s0.g.eq(g), s0.low.eq(low)]
+            # Stage 1: the exp unit on x, -x (SILU) or x - m (SOFTMAX).
+            arg = Mux(silu & ~s0.low, s0.x ^ 0x80000000, s0.x)
+            e = exp_f32(m, arg, Mux(s0.low, 64, 0), f"exp{lane}")
+            s1 = Signal(stage, name=f"s1_{lane}")
+            with m.If(advance):
+                m.d.sync += [s1.x.eq(s0.x), s1.g.eq(s0.g), s1.e.eq(e), s1.low.eq(s0.low)]
+            # Stage 2: 1 + e and its reciprocal; x·e (SILU's low branch) or x·c (RMSNORM).
             d = f32_add(m, Const(F32_ONE, 32), s1.e, name=f"den{lane}")
             r = recip_f32(m, d, f"rcp{lane}")
-            xe = f32_mul(m, s1.x, s1.e, f"xe{lane}")
-            s2 = Signal(data.StructLayout({"x": 32, "e": 32, "r": 32, "xe": 32, "low": 1}),
-                        name=f"s2_{lane}")
+            xe = f32_mul(m, s1.x, Mux(rmsnorm, self.c, s1.e), f"xe{lane}")
+            s2 = Signal(stage, name=f"s2_{lane}")
             with m.If(advance):
-                m.d.sync += [s2.x.eq(s1.x), s2.e.eq(s1.e), s2.r.eq(r), s2.xe.eq(xe),
-                             s2.low.eq(s1.low)]
-            # Stage 3: the products and rounding to bf16.
-            y_low = f32_mul(m, s2.xe, Const(F32_2M64, 32), f"ylow{lane}")
-            y_high = f32_mul(m, s2.x, s2.r, f"yhigh{lane}")
-            y = Mux(s2.low, y_low, y_high)
-            y = Mux(s2.x == 0xFF800000, Const(0x80000000, 32), y)
-            m.d.comb += out[lane].eq(f32_to_bf16(Mux(silu, y, s2.e)))
+                m.d.sync += [s2.x.eq(s1.x), s2.g.eq(s1.g), s2.e.eq(s1.e), s2.r.eq(r),
+                             s2.xe.eq(xe), s2.low.eq(s1.low)]
+            # Stage 3: the last product and rounding to bf16 (int8 for QUANTIZE).
+            y_low = f32_mul(m, s2.xe, Mux(rmsnorm, s2.g, Const(F32_2M64, 32)), f"ylow{lane}")
+            y_high = f32_mul(m, Mux(softmax, s2.e, s2.x), Mux(silu, s2.r, self.c),
+                             f"yhigh{lane}")
+            y = Mux(s2.low | rmsnorm, y_low, y_high)
+            y = Mux(silu & (s2.x == 0xFF800000), Const(0x80000000, 32), y)
+            m.d.comb += [out[lane].eq(f32_to_bf16(Mux(op == VaOpcode.EXP, s2.e, y))),
+                         e_out[lane].eq(s2.e)]
+            q.append(f32_to_int8(m, y_high, f"q{lane}"))
+        with m.If(quantize):
+            m.d.comb += out.eq(Cat(*q))
+        with m.Elif(dequantize):
+            m.d.comb += out.as_value()[8 * lanes:].eq(0)
         with m.If(advance):
-            m.d.sync += self.o.payload.eq(out)
+            m.d.sync += [self.o.payload.word.eq(out), self.o.payload.e.eq(e_out)]
         return m

@@ -271,7 +271,7 @@ class VectorToWords(wiring.Component):
         m = Module()
         r, width = self.ratio, self.data_width
         vec = Signal(data.ArrayLayout(width, r))
-        index = Signal(range(r))
+        index = Signal(range(max(r, 2)))       # (a 1-bit index when r = 1, for Verilator)
         busy = Signal()
         m.d.comb += [self.o.valid.eq(busy), self.o.payload.eq(vec[index])]
         done = self.o.valid & self.o.ready & (index == r - 1)

@@ -1,0 +1,496 @@
+"""The VA's row commands: passes over one vector, reductions between them.
+
+:class:`RowUnit` runs the commands of :mod:`golden.va` that need the element pipeline
+(:class:`hdl.va.functions.UnaryUnit`) or a whole-row reduction:
+
+=========== ============================================ ==================================
+command     passes over x (each reads the operand again)  between / after the passes
+=========== ============================================ ==================================
+EXP, SILU   1: the pipeline, results out
+DEQUANTIZE  1: int32 → binary32 · SCALAR, results out
+SOFTMAX     1: max; 2: exact sum of exp(x - max);          recip of the sum
+            3: exp(x - max) · recip, results out
+RMSNORM     1: largest exponent; 2: exact sum of the        ms = sum/n, rsqrt(ms + eps)
+            scaled squares; 3: (x · rsqrt) · gamma out
+QUANTIZE    1: absmax; 2: int8 of x · recip(scale) out      scale = absmax · RECIP_127;
+                                                            the scale to DST2
+TOPK        1: per lane the best 8 (value, index)           merge of the lanes' lists,
+                                                            values to DST, indices to DST2
+ROPE        adjacent pairs: 1 (x, cos, sin), results out
+            split-half: 1: first halves out (x[:n/2],       the writer restarts at
+            x[n/2:], cos, sin); 2: second halves out        DST + LENGTH bytes
+=========== ============================================ ==================================
+
+Every reduction and the element pipeline take one bus word a cycle (``data_width/16``
+elements); the reductions are pipelines with a register after every level of their
+trees. The scalar steps between passes run one operation a cycle on one shared
+normaliser, reciprocal, multiplier, adder and rsqrt unit.
+"""
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+from amaranth.utils import exact_log2
+
+from hdl.codes import VaOpcode
+from hdl.ma.fp import F32_CANONICAL_NAN, bf16_mul, f32_add
+from hdl.va.functions import FIX, UnaryUnit, f32_mul, normalize_trunc, recip_f32, rsqrt_f32
+from hdl.va.lanes import f32_to_bf16, order_key
+
+__all__ = ["ROW_OPCODES", "RowUnit", "RopeLanes", "MAX_K"]
+
+ROW_OPCODES = (VaOpcode.EXP, VaOpcode.SILU, VaOpcode.DEQUANTIZE, VaOpcode.SOFTMAX,
+               VaOpcode.RMSNORM, VaOpcode.QUANTIZE, VaOpcode.TOPK, VaOpcode.ROPE)
+"""The commands :class:`RowUnit` runs."""
+
+MAX_K = 8
+SUM_FRAC = 40               # fraction bits of the exact sums (golden.va.SUM_FRAC)
+SUM_BITS = 58               # 65 536 terms below 2**41
+RECIP_127 = 0x3C010204
+MAX_LENGTH = 65536
+
+assert FIX == 30
+
+
+class Entry(data.StructLayout):
+    """A candidate of a max / top-k: key (order of values; -2 for none), value, index."""
+    def __init__(self):
+        super().__init__({"key": range(-2, 0x10000), "value": 16, "index": range(MAX_LENGTH)})
+
+
+def _better(a, b):
+    """``a`` before ``b``: a larger key, or the same key at a lower index."""
+    return (a.key > b.key) | ((a.key == b.key) & (a.index < b.index))
+
+
+def _tree(m, items, combine, step, name):
+    """A reduction tree with a register after each level, advancing with ``step``;
+    returns (result, levels)."""
+    level = 0
+    while len(items) > 1:
+        nxt = []
+        for i in range(0, len(items), 2):
+            reg = Signal.like(items[i], name=f"{name}_l{level}_{i // 2}")
+            with m.If(step):
+                m.d.sync += reg.eq(combine(items[i], items[i + 1]))
+            nxt.append(reg)
+        items, level = nxt, level + 1
+    return items[0], level
+
+
+class RopeLanes(wiring.Component):
+    """RoPE on ``data_width/16`` lanes: ``(a, b) → (a·c - b·s, a·s + b·c)`` (golden.va
+    rope_bf16: exact bf16 products, one binary32 sum each, rounded to bf16).
+
+    Adjacent pairs (``split`` 0): a word of x holds E/2 pairs; their cos and sin are
+    half of a word (``half`` picks it). Split-half (``split`` 1): lane i pairs ``a`` (a
+    word of x[:n/2]) with ``b`` (the same word of x[n/2:]); ``second`` 0 gives the first
+    halves a·c - b·s, 1 the second halves a·s + b·c. Two register stages (products |
+    sum and rounding) that advance when the output is free.
+    """
+
+    def __init__(self, data_width):
+        self.data_width = data_width
+        word = data.ArrayLayout(16, data_width // 16)
+        super().__init__({
+            "split": In(1),
+            "second": In(1),
+            "half": In(1),
+            "i": In(stream.Signature(data.StructLayout({"a": word, "b": word, "c": word,
+                                                        "s": word}))),
+            "o": Out(stream.Signature(data_width)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        lanes = self.data_width // 16
+        advance = ~self.o.valid | self.o.ready
+        m.d.comb += self.i.ready.eq(advance)
+        valid = Signal()
+        with m.If(advance):
+            m.d.sync += [valid.eq(self.i.valid), self.o.valid.eq(valid)]
+        a, b, c, s = (self.i.payload.a, self.i.payload.b, self.i.payload.c, self.i.payload.s)
+        out = Signal(data.ArrayLayout(16, lanes))
+        for lane in range(lanes):
+            pair = lane // 2 + Mux(self.half, lanes // 2, 0)
+            odd = lane % 2 == 1
+            # p·c + q·s (negated for a first half): adjacent lane 2j is x[2j]·c - x[2j+1]·s,
+            # lane 2j+1 is x[2j+1]·c + x[2j]·s
+            p = Mux(self.split, Mux(self.second, b[lane], a[lane]), a[lane])
+            q = Mux(self.split, Mux(self.second, a[lane], b[lane]), a[lane ^ 1])
+            cos = Mux(self.split, c[lane], c[pair])
+            sin = Mux(self.split, s[lane], s[pair])
+            neg = Mux(self.split, ~self.second, not odd)
+            pc = bf16_mul(m, p, cos, name=f"pc{lane}")
+            qs = bf16_mul(m, q, sin, name=f"qs{lane}")
+            r_pc = Signal(32, name=f"r_pc{lane}")
+            r_qs = Signal(32, name=f"r_qs{lane}")
+            with m.If(advance):
+                m.d.sync += [r_pc.eq(pc), r_qs.eq(qs ^ (neg << 31))]
+            total = f32_add(m, r_pc, r_qs, name=f"rope{lane}")
+            m.d.comb += out[lane].eq(f32_to_bf16(total))
+        with m.If(advance):
+            m.d.sync += self.o.payload.eq(out)
+        return m
+
+
+class RowUnit(wiring.Component):
+    """The row commands of the module docstring on ``data_width/16`` lanes.
+
+    ``x`` and ``y`` (gamma, RMSNORM's last pass) are the realigned operand words of the
+    current pass (the word holding elements ``[j·E, j·E + E)`` for E = data_width/16; a
+    DEQUANTIZE word holds E/2 int32). After a pass the unit computes what the next one
+    needs, then pulses ``again``: the core reads the operands again, ``y`` too while
+    ``use_y``. ``o`` carries the result words for the stream writer (started by the
+    core at DST). QUANTIZE and TOPK then wait for ``writer_done`` and pulse ``second``:
+    the core restarts the writer at DST2 (4 bytes / 4·k bytes) for the second result.
+    ``done`` once nothing more is to come (always for other commands). The unit is meant
+    to be reset at every command's start.
+    """
+
+    def __init__(self, data_width):
+        self.data_width = data_width
+        super().__init__({
+            "op": In(8),
+            "n": In(range(MAX_LENGTH + 1)),
+            "k": In(range(MAX_K + 1)),
+            "scalar": In(32),
+            "x": In(stream.Signature(data_width)),
+            "y": In(stream.Signature(data_width)),
+            "z": In(stream.Signature(data_width)),
+            "w": In(stream.Signature(data_width)),
+            "split": In(1),
+            "o": Out(stream.Signature(data_width)),
+            "again": Out(1),
+            "use_y": Out(1),
+            "second": Out(1),
+            "writer_done": In(1),
+            "done": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        width = self.data_width
+        lanes = width // 16
+        bb = width // 8
+        op = self.op
+        softmax, rmsnorm = op == VaOpcode.SOFTMAX, op == VaOpcode.RMSNORM
+        quantize, dequantize = op == VaOpcode.QUANTIZE, op == VaOpcode.DEQUANTIZE
+        topk, rope = op == VaOpcode.TOPK, op == VaOpcode.ROPE
+        split = rope & self.split
+        packed = quantize | dequantize           # half a word of results per input word
+        writes_dst2 = quantize | topk
+        has_second = writes_dst2 | split         # done only at the end of the FSM
+
+        n = self.n
+        src_bytes = Signal(range(4 * MAX_LENGTH + 1))
+        m.d.comb += src_bytes.eq(Mux(dequantize, n << 2, Mux(split, n, n << 1)))
+        total = Signal(range(4 * MAX_LENGTH // bb + 2))
+        m.d.comb += total.eq((src_bytes + bb - 1) >> exact_log2(bb))
+
+        pass_ = Signal(range(3))
+        last_pass = Mux(softmax | rmsnorm, 2, Mux(quantize | split, 1, 0))
+        reduce_pass = ((softmax | quantize) & (pass_ == 0)) | (rmsnorm & (pass_ < 2)) | topk
+        sum_x = rmsnorm & (pass_ == 1)           # the sum of squares, from x
+        sum_e = softmax & (pass_ == 1)           # the sum of exp(x - m), from the pipeline
+        emit = ~reduce_pass & ((pass_ == last_pass) | rope)
+        m.d.comb += self.use_y.eq(rmsnorm & (pass_ == 2))
+
+        running = Signal(init=1)                 # a pass is taking words
+        taken = Signal.like(total)               # input words of this pass
+        results = Signal.like(total)             # pipeline outputs of this pass
+
+        # --- The element pipeline. ------------------------------------------------------
+        m.submodules.pipe = pipe = UnaryUnit(width)
+        c = Signal(32)                           # the pipeline's constant
+        m.d.comb += [pipe.op.eq(op), pipe.c.eq(Mux(dequantize, self.scalar, c))]
+        feed = running & ~reduce_pass & ~rope & (taken != total)
+        need_y = self.use_y
+        m.d.comb += [pipe.i.payload.x.eq(self.x.payload), pipe.i.payload.g.eq(self.y.payload),
+                     pipe.i.valid.eq(feed & self.x.valid & (self.y.valid | ~need_y))]
+        with m.If(feed):
+            m.d.comb += [self.x.ready.eq(pipe.i.ready & (self.y.valid | ~need_y)),
+                         self.y.ready.eq(pipe.i.ready & self.x.valid & need_y)]
+        pipe_out = pipe.o.valid & pipe.o.ready
+
+        # RoPE: x (adjacent), or x[:n/2] and x[n/2:] (split-half), with cos (y), sin (z).
+        m.submodules.rope = rl = RopeLanes(width)
+        upper = Signal()                         # adjacent: which half of the cos/sin word
+        last_word = taken == total - 1
+        all_valid = self.x.valid & self.y.valid & self.z.valid & (self.w.valid | ~split)
+        m.d.comb += [rl.split.eq(split), rl.second.eq(pass_ == 1), rl.half.eq(upper),
+                     rl.i.payload.a.eq(self.x.payload), rl.i.payload.b.eq(self.w.payload),
+                     rl.i.payload.c.eq(self.y.payload), rl.i.payload.s.eq(self.z.payload),
+                     rl.i.valid.eq(running & rope & (taken != total) & all_valid)]
+        rope_in = rl.i.valid & rl.i.ready
+        with m.If(rope):
+            m.d.comb += [self.x.ready.eq(rope_in), self.w.ready.eq(rope_in & split),
+                         self.y.ready.eq(rope_in & (split | upper | last_word)),
+                         self.z.ready.eq(rope_in & (split | upper | last_word))]
+        with m.If(rope_in):
+            m.d.sync += upper.eq(~upper)
+        rope_out = rl.o.valid & rl.o.ready
+        with m.If(pipe_out | rope_out):
+            m.d.sync += results.eq(results + 1)
+
+        # Results: as they are, or two half words packed into one (QUANTIZE, DEQUANTIZE).
+        half = Signal(width // 2)
+        have_half = Signal()
+        flush = emit & packed & have_half & (results == total)
+        with m.If(rope):
+            m.d.comb += [self.o.payload.eq(rl.o.payload), self.o.valid.eq(rl.o.valid),
+                         rl.o.ready.eq(self.o.ready)]
+        with m.Elif(~emit):
+            m.d.comb += pipe.o.ready.eq(1)
+        with m.Elif(~packed):
+            m.d.comb += [self.o.payload.eq(pipe.o.payload.word), self.o.valid.eq(pipe.o.valid),
+                         pipe.o.ready.eq(self.o.ready)]
+        with m.Elif(flush):
+            m.d.comb += [self.o.payload.eq(half), self.o.valid.eq(1)]
+            with m.If(self.o.ready):
+                m.d.sync += have_half.eq(0)
+        with m.Elif(have_half):
+            m.d.comb += [self.o.payload.eq(Cat(half, pipe.o.payload.word[:width // 2])),
+                         self.o.valid.eq(pipe.o.valid), pipe.o.ready.eq(self.o.ready)]
+            with m.If(pipe_out):
+                m.d.sync += have_half.eq(0)
+        with m.Else():
+            m.d.comb += pipe.o.ready.eq(1)
+            with m.If(pipe.o.valid):
+                m.d.sync += [half.eq(pipe.o.payload.word[:width // 2]), have_half.eq(1)]
+
+        # --- Reductions. ---------------------------------------------------------------
+        # Stage A: the word (from x, or the pipeline's exp values) and its first index.
+        take_x = running & reduce_pass & (taken != total) & self.x.valid
+        with m.If(running & reduce_pass & (taken != total)):
+            m.d.comb += self.x.ready.eq(1)
+        with m.If(take_x | (feed & self.x.valid & self.x.ready) | rope_in):
+            m.d.sync += taken.eq(taken + 1)
+        a_valid = Signal()
+        a_word = Signal(data.ArrayLayout(16, lanes))
+        a_e = Signal(data.ArrayLayout(32, lanes))
+        a_base = Signal(range(MAX_LENGTH + lanes + 1))
+        m.d.sync += a_valid.eq(take_x | (sum_e & pipe_out))
+        m.d.sync += [a_word.eq(self.x.payload), a_e.eq(pipe.o.payload.e),
+                     a_base.eq(Mux(sum_e, results, taken) * lanes)]
+
+        # Maximum (SOFTMAX: by value; RMSNORM: exponent field; QUANTIZE: |x|).
+        best = Signal(Entry(), init={"key": -2})
+        poison = Signal()                        # SOFTMAX: a NaN; RMSNORM: inf or NaN
+        emax = best.key[:8]
+        cands = []
+        poisoned = []
+        for lane in range(lanes):
+            x = a_word[lane]
+            inside = a_valid & (a_base + lane < n)
+            key = Signal(range(-2, 0x10000), name=f"key{lane}")
+            exp_field = x[7:15]
+            with m.If(~inside):
+                m.d.comb += key.eq(-2)
+            with m.Elif(softmax | topk):
+                m.d.comb += key.eq(order_key(x))
+            with m.Elif(rmsnorm):
+                m.d.comb += key.eq(exp_field)
+            with m.Else():
+                m.d.comb += key.eq(Mux(exp_field == 0, 0, x[:15]))
+            cand = Signal(Entry(), name=f"cand{lane}")
+            m.d.comb += [cand.key.eq(key), cand.value.eq(x), cand.index.eq(a_base + lane)]
+            cands.append(cand)
+            poisoned.append(inside & (exp_field == 0xFF) & (rmsnorm | (x[:7] != 0)))
+        step = Const(1)
+
+        def pick(a, b):
+            return Mux(_better(b, a), b, a)
+
+        winner, levels = _tree(m, cands, pick, step, "max")
+        tree_valid = Signal(levels)
+        m.d.sync += tree_valid.eq(Cat(a_valid & (pass_ == 0) & ~topk, tree_valid[:-1]))
+        with m.If(tree_valid[-1] & _better(winner, best)):
+            m.d.sync += best.eq(winner)
+        with m.If(a_valid & (pass_ == 0) & Cat(*poisoned).any()):
+            m.d.sync += poison.eq(1)
+
+        # Exact fixed-point sums (SOFTMAX: exp values; RMSNORM: squares scaled by Emax).
+        terms = []
+        for lane in range(lanes):
+            inside = a_base + lane < n
+            x, e = a_word[lane], a_e[lane]
+            big_m = Cat(x[:7], 1)
+            sq = Signal(16, name=f"sq{lane}")
+            m.d.comb += sq.eq(big_m * big_m)
+            sh_x = Signal(9, name=f"shx{lane}")
+            m.d.comb += sh_x.eq((emax - x[7:15]) << 1)
+            square = Mux((x[7:15] == 0) | (sh_x >= SUM_FRAC), 0, (sq << 24) >> sh_x[:6])
+            ee = e[23:31]
+            mant = Cat(e[:23], 1)
+            left = Signal(range(-256, 256), name=f"she{lane}")
+            m.d.comb += left.eq(ee - (150 - SUM_FRAC))
+            from_e = Mux(ee == 0, 0, Mux(left >= 0, mant << left[:5],
+                                         Mux(left < -24, 0, mant >> (-left)[:5])))
+            term = Signal(SUM_FRAC + 1, name=f"term{lane}")
+            with m.If(inside):
+                m.d.sync += term.eq(Mux(softmax, from_e, square))
+            with m.Else():
+                m.d.sync += term.eq(0)
+            terms.append(term)
+        sum_valid0 = Signal()
+        m.d.sync += sum_valid0.eq(a_valid & (sum_x | sum_e))
+        wide = [Signal(SUM_BITS, name=f"wterm{i}") for i in range(lanes)]
+        for w, t in zip(wide, terms, strict=True):
+            m.d.comb += w.eq(t)
+        partial, sum_levels = _tree(m, wide, lambda a, b: (a + b)[:SUM_BITS], step, "sum")
+        sum_valid = Signal(sum_levels)
+        m.d.sync += sum_valid.eq(Cat(sum_valid0, sum_valid[:-1]))
+        total_sum = Signal(SUM_BITS)
+        with m.If(sum_valid[-1]):
+            m.d.sync += total_sum.eq(total_sum + partial)
+
+        # Top-k: per lane the best MAX_K of its elements, best first.
+        lists = [[Signal(Entry(), name=f"top{lane}_{i}", init={"key": -2})
+                  for i in range(MAX_K)] for lane in range(lanes)]
+        final = [Signal(Entry(), name=f"final{i}", init={"key": -2}) for i in range(MAX_K)]
+
+        def insert(entries, new, name):
+            wins = [Signal(name=f"{name}_w{i}") for i in range(MAX_K)]
+            for i, e in enumerate(entries):
+                m.d.comb += wins[i].eq(_better(new, e))
+            out = []
+            for i, e in enumerate(entries):
+                out.append(Mux(wins[i - 1] if i else 0, entries[i - 1], Mux(wins[i], new, e)))
+            return out
+
+        merging = Signal()
+        for lane in range(lanes):
+            updated = insert(lists[lane], cands[lane], f"ins{lane}")
+            with m.If(topk & a_valid & ~merging):
+                m.d.sync += [e.eq(u) for e, u in zip(lists[lane], updated, strict=True)]
+        chain = [e for lst in lists for e in lst]
+        merged = insert(final, chain[0], "merge")
+        with m.If(merging):
+            m.d.sync += [e.eq(u) for e, u in zip(final, merged, strict=True)]
+            m.d.sync += [chain[i].eq(chain[i + 1]) for i in range(len(chain) - 1)]
+            m.d.sync += chain[-1].key.eq(-2)
+
+        # --- Scalar steps between passes, one shared unit each. -------------------------
+        t1 = Signal(32)
+        t2 = Signal(32)
+        nt_value = Signal(SUM_BITS)
+        nt_scale = Signal(range(-512, 512))
+        nt = normalize_trunc(m, nt_value, SUM_BITS, nt_scale, 0, "nt")
+        rc = recip_f32(m, t1, "rc")
+        mul = f32_mul(m, t1, Mux(quantize, Const(RECIP_127, 32), t2), "smul")
+        add = f32_add(m, t1, self.scalar, name="sadd")
+        rs = rsqrt_f32(m, t1, "rs")
+        spoiled = poison | (softmax & (best.value[7:15] == 0xFF))   # the row is all NaN
+        m.d.comb += pipe.m.eq(best.value)
+
+        # --- Pass control. ------------------------------------------------------------
+        busy = Signal()
+        m.d.comb += busy.eq(a_valid | tree_valid.any() | sum_valid0 | sum_valid.any())
+        out_words = Signal(range(8))
+        merged_count = Signal(range(len(chain)))
+        words_of = (lambda bits: max(1, bits // width))
+        pass_end = (running & (taken == total) & ~busy
+                    & (reduce_pass | ((results == total) & ~have_half)))
+        with m.FSM():
+            with m.State("RUN"):
+                with m.If(pass_end):
+                    m.d.sync += running.eq(0)
+                    with m.If(topk):
+                        m.d.sync += merging.eq(1)
+                        m.next = "MERGE"
+                    with m.Elif(pass_ != last_pass):
+                        with m.If(rope):
+                            m.next = "ROPE_WRITER"
+                        with m.Elif(sum_e):
+                            m.next = "SOFTMAX_SUM"
+                        with m.Elif(sum_x):
+                            m.next = "RMS_N"
+                        with m.Elif(quantize):
+                            m.d.sync += t1.eq(Mux(best.key == 0, 0, Cat(Const(0, 16),
+                                                                         best.value[:15])))
+                            m.next = "QUANT_SCALE"
+                        with m.Else():
+                            m.next = "NEXT"
+                    with m.Elif(writes_dst2):
+                        m.next = "WAIT_WRITER"
+                    with m.Else():
+                        m.next = "DONE"
+            with m.State("SOFTMAX_SUM"):
+                m.d.comb += [nt_value.eq(total_sum), nt_scale.eq(-SUM_FRAC)]
+                m.d.sync += t1.eq(nt)
+                m.next = "SOFTMAX_RECIP"
+            with m.State("SOFTMAX_RECIP"):
+                m.d.sync += c.eq(Mux(spoiled, F32_CANONICAL_NAN, rc))
+                m.next = "NEXT"
+            with m.State("RMS_N"):
+                m.d.comb += [nt_value.eq(n), nt_scale.eq(0)]
+                m.d.sync += t1.eq(nt)
+                m.next = "RMS_SUM"
+            with m.State("RMS_SUM"):
+                m.d.comb += [nt_value.eq(total_sum),
+                             nt_scale.eq(2 * (emax - 126) - SUM_FRAC)]
+                m.d.sync += [t2.eq(rc), t1.eq(nt)]
+                m.next = "RMS_MEAN"
+            with m.State("RMS_MEAN"):
+                m.d.sync += t1.eq(mul)
+                m.next = "RMS_EPS"
+            with m.State("RMS_EPS"):
+                m.d.sync += t1.eq(add)
+                m.next = "RMS_RSQRT"
+            with m.State("RMS_RSQRT"):
+                m.d.sync += c.eq(Mux(spoiled, F32_CANONICAL_NAN, rs))
+                m.next = "NEXT"
+            with m.State("QUANT_SCALE"):
+                m.d.sync += t1.eq(mul)
+                m.next = "QUANT_RECIP"
+            with m.State("QUANT_RECIP"):
+                m.d.sync += c.eq(rc)
+                m.next = "NEXT"
+            with m.State("ROPE_WRITER"):           # the second halves go to DST + n
+                with m.If(self.writer_done):
+                    m.next = "ROPE_RESTART"
+            with m.State("ROPE_RESTART"):
+                m.d.comb += self.second.eq(1)
+                m.next = "NEXT"
+            with m.State("NEXT"):
+                m.d.sync += [pass_.eq(pass_ + 1), taken.eq(0), results.eq(0), upper.eq(0)]
+                m.next = "AGAIN"
+            with m.State("AGAIN"):
+                m.d.comb += self.again.eq(1)
+                m.d.sync += running.eq(1)
+                m.next = "RUN"
+            with m.State("MERGE"):
+                m.d.sync += merged_count.eq(merged_count + 1)
+                with m.If(merged_count == len(chain) - 1):   # every candidate is in
+                    m.d.sync += merging.eq(0)
+                    m.next = "VALUES"
+            with m.State("VALUES"):
+                values = Cat(*(e.value for e in final))
+                m.d.comb += [self.o.valid.eq(1),
+                             self.o.payload.eq((values >> (out_words * width))[:width])]
+                with m.If(self.o.ready):
+                    m.d.sync += out_words.eq(out_words + 1)
+                    with m.If(out_words == words_of(16 * MAX_K) - 1):
+                        m.d.sync += out_words.eq(0)
+                        m.next = "WAIT_WRITER"
+            with m.State("WAIT_WRITER"):
+                with m.If(self.writer_done):
+                    m.next = "RESTART_WRITER"
+            with m.State("RESTART_WRITER"):
+                m.d.comb += self.second.eq(1)
+                m.next = "SECOND"
+            with m.State("SECOND"):
+                indices = Cat(*(Cat(e.index, Const(0, 32 - len(e.index))) for e in final))
+                m.d.comb += [self.o.valid.eq(1),
+                             self.o.payload.eq(Mux(quantize, t1,
+                                                   (indices >> (out_words * width))[:width]))]
+                with m.If(self.o.ready):
+                    m.d.sync += out_words.eq(out_words + 1)
+                    with m.If(quantize | (out_words == words_of(32 * MAX_K) - 1)):
+                        m.next = "DONE"
+            with m.State("DONE"):
+                m.d.comb += self.done.eq(1)
+        with m.If(~has_second):
+            m.d.comb += self.done.eq(1)
+        return m

@@ -63,6 +63,7 @@ class HwTrace:
     stages: list = field(default_factory=list)
     out_bits: np.ndarray | None = None
     out_ref: np.ndarray | None = None
+    router: object = None  # deepseek-v4 top-k layers: a golden.hwpath_dsv4.RouterAgreement
 
     def add(self, stage, unit, bits, ref, agree=None):
         got = bf16_value(bits)

@@ -10,13 +10,15 @@ hyper-connection output (``x`` below); the hyper-connections and the MoE are not
 here (``docs/golden/hw-path.md`` says why).
 
 Mapping decisions beyond :mod:`golden.hwpath`'s: the compressors' softmax over the slots
-of a group is a VA SOFTMAX per (group, channel); the indexer's ReLU is an elementwise VA
-operation (DESIGN.md's VA list has no ReLU: it is the one operation assumed here); its
+of a group is a VA SOFTMAX per (group, channel); the indexer's ReLU is a VA CLAMP to
+``[+0, +inf]`` (CLAMP, SOFTPLUS and SQRT extend DESIGN.md's VA: see :mod:`golden.va`); its
 top-k keeps ``index_topk`` (more than the VA's 8) entries, which the VA does as repeated
 TOP-K passes over the remaining entries — the same result as one sort by the VA's order
 (ties to the lowest index), which is what is computed; the sink is one more element of
 the softmax row, dropped afterwards.
 """
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -24,9 +26,11 @@ from . import va
 from .attn.primitives import rms_norm, softmax
 from .hwpath import HwTrace, bf16_value, ma_matmul, to_bf16, va_recip, va_rmsnorm
 from .ma import gemm_bf16
+from .moe import route_hash, route_topk, router_scores, swiglu
 from .presets.deepseek_v4 import CSA, SWA
 
-__all__ = ["run_dsv4_attention", "run_dsv4_hyper"]
+__all__ = ["run_dsv4_attention", "run_dsv4_hyper", "run_dsv4_moe", "run_dsv4_layer",
+           "va_gather_idx", "RouterAgreement"]
 
 
 def _rope_rows(layer, x_bits, x_ref, positions, inv, scale, inverse=False):
@@ -98,13 +102,20 @@ def run_dsv4_attention(layer, x):
     Returns an :class:`golden.hwpath.HwTrace`; ``out_ref`` equals
     ``layer.attention(layer.init_state(), x_bf16, positions)`` (tested).
     """
-    c = layer.cfg
-    s, h, d, eps = x.shape[0], c.num_attention_heads, c.head_dim, c.rms_norm_eps
-    pos = np.arange(s)
-    p = layer.p
     tr = HwTrace()
     xb = to_bf16(x)
-    xr = bf16_value(xb)
+    _attention(layer, tr, xb, bf16_value(xb))
+    return tr
+
+
+def _attention(layer, tr, xb, xr):
+    """The block on bf16 bits ``xb`` and float64 ``xr``; sets ``tr.out_bits`` /
+    ``tr.out_ref`` and returns the mask of queries whose key sets agree (and the
+    indexer's agreement, None without an indexer)."""
+    c = layer.cfg
+    s, h, d, eps = xb.shape[0], c.num_attention_heads, c.head_dim, c.rms_norm_eps
+    pos = np.arange(s)
+    p = layer.p
 
     qa_b = va_rmsnorm(
         ma_matmul(xb, p("self_attn.q_a_proj.weight"), "bf16"), p("self_attn.q_a_norm.weight"), eps
@@ -177,7 +188,7 @@ def run_dsv4_attention(layer, x):
         tr.out_ref[same],
         agree,
     )
-    return tr
+    return same, agree
 
 
 def _indexer(layer, tr, xb, xr, qa_b, qa_r, pos, visible):
@@ -192,7 +203,7 @@ def _indexer(layer, tr, xb, xr, qa_b, qa_r, pos, visible):
     w_b = va.scale_bf16(ma_matmul(xb, ww, "bf16"), to_bf16(hi**-0.5))
     w_r = (xr @ ww.T) * hi**-0.5
     dots_b = va.f32_to_bf16(gemm_bf16(q_b.reshape(s * hi, di), keys_b.T.copy())).reshape(s, hi, -1)
-    relu_b = np.where((dots_b & 0x8000) != 0, np.uint16(0), dots_b)  # VA ReLU (see above)
+    relu_b = va.clamp_bf16(dots_b, 0x0000, 0x7F80)  # ReLU: VA CLAMP to [+0, +inf]
     relu_b = va.scale_bf16(relu_b, to_bf16(di**-0.5))
     sc_b = np.zeros((s, keys_b.shape[0]), np.uint16)
     for j in range(hi):
@@ -233,12 +244,19 @@ def run_dsv4_hyper(layer, streams, block_out, name="attn_hc"):
     output. Returns an :class:`golden.hwpath.HwTrace` whose ``out_bits`` / ``out_ref`` are
     the merged streams.
     """
-    c = layer.cfg
-    eps, n = c.hc_eps, c.hc_mult
-    s = streams.shape[0]
     tr = HwTrace()
     sb, ob = to_bf16(streams), to_bf16(block_out)
-    sr, orf = bf16_value(sb), bf16_value(ob)
+    w = _hc_weights(layer, tr, sb, bf16_value(sb), name)
+    _hc_merge(tr, name, sb, bf16_value(sb), ob, bf16_value(ob), w)
+    return tr
+
+
+def _hc_weights(layer, tr, sb, sr, name):
+    """Weights and collapse of hyper-connection ``name`` on streams ``sb`` (bits) / ``sr``:
+    a dict of (bits, float64) pairs ``pre``, ``post``, ``comb``, ``collapse``."""
+    c = layer.cfg
+    eps, n = c.hc_eps, c.hc_mult
+    s = sb.shape[0]
     fn, base, scale = layer.p(f"{name}.fn"), layer.p(f"{name}.base"), layer.p(f"{name}.scale")
 
     flat_b = va_rmsnorm(sb.reshape(s, -1), np.ones(n * sb.shape[2]), c.rms_norm_eps)
@@ -284,8 +302,15 @@ def run_dsv4_hyper(layer, streams, block_out, name="attn_hc"):
     coll_b = np.zeros((s, sb.shape[2]), np.uint16)
     for j in range(n):
         coll_b = va.add_bf16(coll_b, va.mul_bf16(sb[:, j], np.broadcast_to(pre_b[:, j, None], coll_b.shape)))
-    tr.add(f"{name}: collapse", "VA", coll_b, np.einsum("sn,snd->sd", pre_r, sr))
+    coll_r = np.einsum("sn,snd->sd", pre_r, sr)
+    tr.add(f"{name}: collapse", "VA", coll_b, coll_r)
+    return dict(pre=(pre_b, pre_r), post=(post_b, post_r), comb=(comb_b, comb_r), collapse=(coll_b, coll_r))
 
+
+def _hc_merge(tr, name, sb, sr, ob, orf, w):
+    """Merge of block output ``ob`` / ``orf`` into the streams with the weights ``w``."""
+    (post_b, post_r), (comb_b, comb_r) = w["post"], w["comb"]
+    n = sb.shape[1]
     merged_b = np.empty_like(sb)
     for k in range(n):
         acc = va.mul_bf16(ob, np.broadcast_to(post_b[:, k, None], ob.shape))
@@ -295,4 +320,176 @@ def run_dsv4_hyper(layer, streams, block_out, name="attn_hc"):
     tr.out_bits = merged_b
     tr.out_ref = post_r[:, :, None] * orf[:, None, :] + np.einsum("sjk,sjd->skd", comb_r, sr)
     tr.add(f"{name}: merge", "VA", merged_b, tr.out_ref)
+    return merged_b, tr.out_ref
+
+
+# --- MoE ---------------------------------------------------------------------------------
+
+
+def va_gather_idx(values, idx, stride=1, base=0):
+    """VA GATHER_IDX on a memory image holding ``values`` (1-D, 2- or 4-byte elements):
+    ``out[i] = values[base + idx[i]·stride]``, run by :func:`golden.va.execute`."""
+    values = np.ascontiguousarray(values).ravel()
+    es = values.itemsize
+    idx = np.ascontiguousarray(idx, np.int32).ravel()
+    n = idx.size
+    src = 4 * n + (-4 * n) % 64
+    dst = src + values.nbytes + (-values.nbytes) % 64
+    mem = np.zeros(dst + es * n, np.uint8)
+    mem[: 4 * n] = idx.view(np.uint8)
+    mem[src : src + values.nbytes] = values.view(np.uint8)
+    limit = (values.size - 1 - base) // stride + 1
+    cmd = va.VaCommand(
+        va.VaOpcode.GATHER_IDX, n, src=src + base * es, src2=0, dst=dst, stride=stride * es,
+        esize={2: 1, 4: 2}[es], index_limit=limit,
+    )
+    code, _ = va.execute(cmd, mem)
+    if code:
+        raise ValueError(f"GATHER_IDX refused: {code.name}")
+    return mem[dst:].view(values.dtype).copy()
+
+
+@dataclass
+class RouterAgreement:
+    """How the exact path's expert sets compare with float64's (top-k layers)."""
+
+    tokens: int
+    equal: int                # tokens with the same expert set
+    boundary_ties: int        # tokens whose exact keys tie at the k-th place (lowest index wins)
+    differ_in_ties: int       # differing tokens whose exact keys tie at the k-th place
+
+    def line(self):
+        return (
+            f"router: {self.equal}/{self.tokens} tokens select the same experts; "
+            f"{self.tokens - self.equal} differ ({self.differ_in_ties} of them inside a bf16 tie "
+            f"at the k-th place); {self.boundary_ties} tokens have such a tie"
+        )
+
+
+def _swiglu_exact(layer, x_b, w_gate, w_up, w_down):
+    """Clamped SwiGLU on the MA + VA: GEMM gate / up, CLAMP (gate to [-inf, limit], up to
+    [-limit, limit]), SILU, MUL, GEMM down."""
+    lim = to_bf16(layer.cfg.swiglu_limit)
+    g = va.clamp_bf16(ma_matmul(x_b, w_gate, "bf16"), 0xFF80, lim)
+    u = va.clamp_bf16(ma_matmul(x_b, w_up, "bf16"), lim ^ 0x8000, lim)
+    return ma_matmul(va.mul_bf16(va.silu_bf16(g), u), w_down, "bf16")
+
+
+def run_dsv4_moe(layer, x, token_ids, tr=None, xr=None):
+    """The MoE of a ``deepseek-v4`` layer on ``x`` ``(S, D)`` (the normed collapsed
+    streams) for tokens ``token_ids``; both chains start from ``to_bf16(x)`` unless ``x``
+    is already bits and ``xr`` the float64 chain's value.
+
+    Returns ``(tr, same)``: the trace (``out_bits`` / ``out_ref`` the MoE output;
+    ``out_ref`` equals ``layer.moe`` on the same input, tested; ``tr.router`` a
+    :class:`RouterAgreement` for top-k layers) and the mask of tokens routed alike.
+    """
+    c = layer.cfg
+    tr = HwTrace() if tr is None else tr
+    if xr is None:
+        xb = to_bf16(x)
+        xr = bf16_value(xb)
+    else:
+        xb = np.asarray(x, np.uint16)
+    s, k, ne = xb.shape[0], c.num_experts_per_tok, c.n_routed_experts
+    p = layer.p
+    if k > va.MAX_K:
+        raise ValueError(f"num_experts_per_tok = {k}: the VA's TOP-K keeps at most {va.MAX_K}")
+
+    wg = p("mlp.gate.weight")
+    lb, lr = ma_matmul(xb, wg, "bf16"), xr @ wg.T
+    tr.add("router logits", "MA", lb, lr)
+    sc_b = va.sqrt_bf16(va.softplus_bf16(lb))
+    sc_r = router_scores(lr, "sqrtsoftplus")
+    tr.add("router scores (SOFTPLUS, SQRT)", "VA", sc_b, sc_r)
+    scaling = c.routed_scaling_factor
+    if layer.hash:
+        table = np.asarray(p("mlp.gate.tid2eid"), np.int32)
+        ids = np.asarray(token_ids, np.int32)
+        idx_b = np.stack([va_gather_idx(table, ids, k, j) for j in range(k)], axis=1).astype(np.int64)
+        idx_r, w_r = route_hash(sc_r, token_ids, table, scaling=scaling)
+        if not np.array_equal(idx_b, idx_r):
+            raise AssertionError("the GATHER_IDX of the hash table differs from the table")
+        tr.router = None
+    else:
+        bias = p("mlp.gate.e_score_correction_bias")
+        key_b = va.add_bf16(sc_b, np.broadcast_to(to_bf16(bias), sc_b.shape))
+        idx_b = np.stack([va.topk_bf16(r, k)[1] for r in key_b]).astype(np.int64)
+        idx_r, w_r = route_topk(sc_r, k, bias, scaling=scaling)
+        kv = bf16_value(key_b)
+        kth = np.sort(kv, axis=1)[:, ::-1]
+        tie = (kth[:, k - 1] == kth[:, k]) if k < ne else np.zeros(s, bool)
+        eq = np.array([set(a) == set(b) for a, b in zip(idx_b, idx_r, strict=True)])
+        tr.router = RouterAgreement(s, int(eq.sum()), int(tie.sum()), int((tie & ~eq).sum()))
+        tr.add("router keys (bias ADD) + TOP-K", "VA", key_b, sc_r + bias, float(eq.mean()))
+    same = np.array([set(a) == set(b) for a, b in zip(idx_b, idx_r, strict=True)])
+    agree = float(same.mean())
+    # weights: GATHER_IDX of the selected scores, SUM, reciprocal, MUL, SCALE
+    flat = (np.arange(s)[:, None] * ne + idx_b).astype(np.int32)
+    sel_b = va_gather_idx(sc_b, flat).reshape(s, k)
+    total = va.f32_to_bf16(np.array([va.sum_bf16(r, 32) for r in sel_b], np.uint32))
+    w_b = va.mul_bf16(sel_b, np.broadcast_to(va_recip(total)[:, None], sel_b.shape))
+    w_b = va.scale_bf16(w_b, to_bf16(scaling))
+    tr.add("routing weights (tokens routed alike)", "VA", np.sort(w_b[same], 1), np.sort(w_r[same], 1), agree)
+
+    sh = [p(f"mlp.shared_experts.{n}_proj.weight") for n in ("gate", "up", "down")]
+    lim = c.swiglu_limit
+    sh_b = _swiglu_exact(layer, xb, *sh)
+    sh_r = swiglu(xr, *sh, lim)
+    tr.add("shared expert (clamped SwiGLU)", "MA+VA", sh_b, sh_r)
+
+    i = c.moe_intermediate_size
+    gu, dn = p("mlp.experts.gate_up_proj"), p("mlp.experts.down_proj")
+    contrib = np.zeros((s, k, xb.shape[1]), np.uint16)
+    for e in np.unique(idx_b):
+        tok, slot = np.nonzero(idx_b == e)
+        y = _swiglu_exact(layer, xb[tok], gu[e][:i], gu[e][i:], dn[e])   # rows gathered
+        contrib[tok, slot] = va.mul_bf16(y, np.broadcast_to(w_b[tok, slot][:, None], y.shape))
+    out_b = sh_b
+    for j in range(k):                      # shared first, then the slots in order
+        out_b = va.add_bf16(out_b, contrib[:, j])
+    out_r = sh_r.copy()
+    for e in np.unique(idx_r):
+        tok, slot = np.nonzero(idx_r == e)
+        np.add.at(out_r, tok, w_r[tok, slot, None] * swiglu(xr[tok], gu[e][:i], gu[e][i:], dn[e], lim))
+    tr.out_bits, tr.out_ref = out_b, out_r
+    tr.add("MoE output (tokens routed alike)", "MA+VA", out_b[same], out_r[same], agree)
+    return tr, same
+
+
+def run_dsv4_layer(layer, streams, token_ids):
+    """A whole ``deepseek-v4`` layer on streams ``(S, hc_mult, D)`` (positions 0..S-1,
+    empty state): attention hyper-connection, input RMSNorm, attention block, merge, FFN
+    hyper-connection, post-attention RMSNorm, MoE, merge — all on the golden MA / VA.
+
+    Returns an :class:`golden.hwpath.HwTrace` whose ``out_bits`` / ``out_ref`` are the new
+    streams (``out_ref`` equals ``layer.forward`` on the bf16-rounded streams, tested), with
+    ``tr.router`` as in :func:`run_dsv4_moe` and two whole-layer rows: all tokens, and the
+    tokens whose attention key sets and experts both agree.
+    """
+    c = layer.cfg
+    eps = c.rms_norm_eps
+    tr = HwTrace()
+    sb = to_bf16(streams)
+    sr = bf16_value(sb)
+    w = _hc_weights(layer, tr, sb, sr, "attn_hc")
+    cb, cr = w["collapse"]
+    g = layer.p("input_layernorm.weight")
+    xb, xr = va_rmsnorm(cb, g, eps), rms_norm(cr, g, eps)
+    tr.add("input RMSNorm", "VA", xb, xr)
+    attn_same, _ = _attention(layer, tr, xb, xr)
+    mb, mr = _hc_merge(tr, "attn_hc", sb, sr, tr.out_bits, tr.out_ref, w)
+    w = _hc_weights(layer, tr, mb, mr, "ffn_hc")
+    cb, cr = w["collapse"]
+    g = layer.p("post_attention_layernorm.weight")
+    xb, xr = va_rmsnorm(cb, g, eps), rms_norm(cr, g, eps)
+    tr.add("post-attention RMSNorm", "VA", xb, xr)
+    _, routed_same = run_dsv4_moe(layer, xb, token_ids, tr, xr)
+    ob, orf = _hc_merge(tr, "ffn_hc", mb, mr, tr.out_bits, tr.out_ref, w)
+    tr.out_bits, tr.out_ref = ob, orf
+    tr.add("layer output (all tokens)", "MA+VA", ob, orf)
+    both = attn_same & routed_same
+    tr.add(
+        "layer output (tokens selecting and routing alike)", "MA+VA", ob[both], orf[both], float(both.mean())
+    )
     return tr

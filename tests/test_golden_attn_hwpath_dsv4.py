@@ -1,10 +1,11 @@
-"""Hardware-exact path of the ``deepseek-v4`` attention block against the float64 chain."""
+"""Hardware-exact path of the ``deepseek-v4`` attention block, hyper-connections, MoE and
+whole layer against the float64 chain."""
 
 import numpy as np
 import pytest
 
 from golden.hwpath import bf16_value, to_bf16
-from golden.hwpath_dsv4 import run_dsv4_attention, run_dsv4_hyper
+from golden.hwpath_dsv4 import run_dsv4_attention, run_dsv4_hyper, run_dsv4_layer, run_dsv4_moe, va_gather_idx
 from golden.presets.deepseek_v4 import DeepseekV4Model, random_weights
 
 from .test_golden_attn_dsv4 import tiny
@@ -48,3 +49,55 @@ def test_exact_hyper_connection(model):
     print("\n" + tr.table())
     for st in tr.stages:
         assert st.rel < 0.05, f"{st.stage}: relative error {st.rel:.3g}"
+
+
+@pytest.mark.parametrize("i", [0, 1, 2, 3])  # hash-routed, then top-k layers
+def test_exact_moe(model, i):
+    """The MoE on the golden MA / VA (SOFTPLUS, SQRT, bias ADD, TOP-K or the hash table's
+    GATHER_IDX, clamped SwiGLU, shared expert): its float64 chain is ``layer.moe``; every
+    stage stays within 4 % relative; the expert sets agree on >= 90 % of the tokens, and
+    the tokens that differ are reported with the bf16 ties among them."""
+    layer = model.layers[i]
+    rng = np.random.default_rng(SEED + 10 + i)
+    x = rng.standard_normal((48, model.cfg.hidden_size))
+    ids = rng.integers(0, model.cfg.vocab_size, 48)
+    tr, same = run_dsv4_moe(layer, x, ids)
+    np.testing.assert_allclose(tr.out_ref, layer.moe(bf16_value(to_bf16(x)), ids), rtol=0, atol=1e-12)
+    print("\n" + tr.table())
+    if layer.hash:
+        assert tr.router is None and same.all()
+    else:
+        print(tr.router.line())
+        assert tr.router.tokens == 48 and tr.router.equal == int(same.sum())
+        assert tr.router.differ_in_ties <= tr.router.boundary_ties
+        assert same.mean() >= 0.9, tr.router.line()
+    for st in tr.stages:
+        assert st.rel < 0.04, f"{st.stage}: relative error {st.rel:.3g}"
+
+
+@pytest.mark.parametrize("dtype, stride, base", [(np.uint16, 1, 0), (np.int32, 3, 2)])
+def test_va_gather_idx(dtype, stride, base):
+    rng = np.random.default_rng(stride)
+    values = rng.integers(0, 30000, 50).astype(dtype)
+    idx = rng.integers(0, (50 - 1 - base) // stride + 1, 37)
+    assert np.array_equal(va_gather_idx(values, idx, stride, base), values[base + idx * stride])
+
+
+@pytest.mark.parametrize("i", [0, 1])  # sliding + hash-routed, CSA + top-k
+def test_exact_layer(model, i):
+    """A whole layer on the exact path: the float64 chain ends exactly at
+    ``layer.forward``; every stage (attention, hyper-connections, MoE, whole layer) stays
+    within 4 % relative."""
+    layer = model.layers[i]
+    rng = np.random.default_rng(SEED)
+    streams = rng.standard_normal((24, model.cfg.hc_mult, model.cfg.hidden_size))
+    ids = rng.integers(0, model.cfg.vocab_size, 24)
+    tr = run_dsv4_layer(layer, streams, ids)
+    ref = layer.forward(layer.init_state(), bf16_value(to_bf16(streams)), np.arange(24), ids)
+    np.testing.assert_allclose(tr.out_ref, ref, rtol=0, atol=1e-12)
+    print("\n" + tr.table() + ("" if tr.router is None else "\n" + tr.router.line()))
+    names = [st.stage for st in tr.stages]
+    assert names[-2:] == ["layer output (all tokens)", "layer output (tokens selecting and routing alike)"]
+    assert "router scores (SOFTPLUS, SQRT)" in names and "attn_hc: merge" in names
+    for st in tr.stages:
+        assert st.rel < 0.04, f"{st.stage}: relative error {st.rel:.3g}"

@@ -4,12 +4,13 @@
 
 Runs :func:`golden.hwpath.run_notes_layer` on a ``notes`` layer of moderate size (every
 tier engaged) with random weights and inputs, in both MA modes, and
-:func:`golden.hwpath_dsv4.run_dsv4_attention` on the attention blocks of the first three
-layers (sliding, CSA, HCA) of the transformers-checked fixture ``tests/data/dsv4_tiny.npz``
-on its 300 tokens, and :func:`golden.hwpath_dsv4.run_dsv4_hyper` on its first layer's two
-hyper-connections. Prints one Markdown table per case: each stage's max abs error against
-the float64 chain, that error relative to the stage's largest magnitude, and for the
-selections the fraction of tokens whose set agrees with float64.
+:func:`golden.hwpath_dsv4.run_dsv4_layer` on each of the four whole layers (sliding +
+hash-routed MoE, CSA, HCA, CSA with top-k MoE) of the transformers-checked fixture
+``tests/data/dsv4_tiny.npz`` on its 300 tokens, each fed the reference's input streams.
+Prints one Markdown table per case: each stage's max abs error against the float64 chain,
+that error relative to the stage's largest magnitude, and for the selections the fraction
+of tokens whose set agrees with float64; for top-k MoE layers a line on the router's
+agreement and the bf16 ties at the k-th place.
 """
 
 import argparse
@@ -18,10 +19,8 @@ import pathlib
 
 import numpy as np
 
-from golden.attn import hyper
-from golden.attn.primitives import rms_norm
 from golden.hwpath import run_notes_layer
-from golden.hwpath_dsv4 import run_dsv4_attention, run_dsv4_hyper
+from golden.hwpath_dsv4 import run_dsv4_layer
 from golden.presets.deepseek_v4 import DeepseekV4Config, DeepseekV4Model
 from golden.presets.notes import NotesConfig, NotesModel, random_weights
 
@@ -63,21 +62,17 @@ def main():
     d = np.load(FIXTURE)
     cfg = DeepseekV4Config.from_hf(json.loads(str(d["config_json"])))
     model = DeepseekV4Model(cfg, {k[2:]: d[k] for k in d.files if k.startswith("w.")})
-    for i in range(3):
-        layer = model.layers[i]
-        streams = model.embed(d["input_ids"]) if i == 0 else d[f"l{i - 1}.output"].astype(np.float64)
-        pre, _, _ = layer._hc("attn_hc", streams)
-        x = rms_norm(hyper.hc_collapse(streams, pre), layer.p("input_layernorm.weight"), cfg.rms_norm_eps)
-        print(f"deepseek-v4 fixture layer {i} ({layer.type}) attention block, {x.shape[0]} tokens:\n")
-        print(run_dsv4_attention(layer, x).table() + "\n", flush=True)
-    layer = model.layers[0]
-    streams = model.embed(d["input_ids"])
-    print("deepseek-v4 fixture layer 0 hyper-connections (the reference's block outputs merged):\n")
-    print(run_dsv4_hyper(layer, streams, d["l0.attn_out"].astype(np.float64), "attn_hc").table())
-    after = d["l0.after_attn"].astype(np.float64)
-    tr = run_dsv4_hyper(layer, after, d["l0.moe_out"].astype(np.float64), "ffn_hc")
-    print("\n".join(tr.table().splitlines()[2:]) + "\n", flush=True)
-
+    ids = d["input_ids"]
+    for i, layer in enumerate(model.layers):
+        streams = model.embed(ids) if i == 0 else d[f"l{i - 1}.output"].astype(np.float64)
+        routing = "hash-routed" if layer.hash else f"top-{cfg.num_experts_per_tok}"
+        print(f"deepseek-v4 fixture layer {i} ({layer.type}, {routing} MoE), whole layer, "
+              f"{streams.shape[0]} tokens:\n")
+        tr = run_dsv4_layer(layer, streams, ids)
+        print(tr.table())
+        if tr.router is not None:
+            print("\n" + tr.router.line())
+        print(flush=True)
 
 if __name__ == "__main__":
     main()

@@ -92,11 +92,14 @@ async def strided_moves(dut):
 
 @cocotb.test()
 async def backpressure(dut):
-    """Random idle and back-pressure cycles on every memory channel, random commands."""
+    """Random idle and back-pressure cycles on every memory channel, random commands
+    (moves, lane-engine and row commands)."""
     bench, rng = await new_bench(dut)
     bench.set_pauses(0.3)
-    for _ in range(6 if ICARUS else 20):
+    for _ in range(8 if ICARUS else 30):
         if rng.random() < 0.4:
+            cmd = row_command(bench, rng, rng.choice(ROWS), rng.randrange(1, 300))
+        elif rng.random() < 0.4:
             esize = rng.randrange(3)
             cmd = gather(bench, rng, rng.randrange(1, 100), esize,
                          rng.randrange(0, 3000) >> esize << esize,
@@ -108,14 +111,16 @@ async def backpressure(dut):
 
 @cocotb.test()
 async def large(dut):
-    """65 536-element ADD and SCALE, a 4096-element gather at stride 2048 (Verilator; a
-    short one on Icarus)."""
+    """65 536-element ADD, SCALE, SUM, MAX, SOFTMAX, RMSNORM, TOPK, a 2048-element gather
+    at stride 2048 and a scatter (Verilator; shorter ones on Icarus)."""
     bench, rng = await new_bench(dut, window=(0x7F00_0000_0000, 1 << 23))
     n = 2048 if ICARUS else 65536
     await bench.check(elementwise(bench, rng, VaOpcode.ADD, n))
     await bench.check(elementwise(bench, rng, VaOpcode.SCALE, n))
     await bench.check(elementwise(bench, rng, VaOpcode.SUM, n))
     await bench.check(elementwise(bench, rng, VaOpcode.MAX, n))
+    for op in (VaOpcode.SOFTMAX, VaOpcode.RMSNORM, VaOpcode.TOPK):
+        await bench.check(row_command(bench, rng, op, n))
     await bench.check(gather(bench, rng, 256 if ICARUS else 2048, 1, 2048))
     await bench.check(gather(bench, rng, 256 if ICARUS else 1500, 2, 2052, VaOpcode.SCATTER))
 
@@ -160,10 +165,10 @@ async def bad_commands(dut):
 
 @cocotb.test()
 async def axi_errors(dut):
-    """A read error inside an operand, at a strided gather's element, a write error inside
-    the result and at a scatter's element: AXI_READ/WRITE_ERROR with the failing burst's
-    first byte (a gather's or scatter's element address), only
-    golden bytes written before it, and the next command runs."""
+    """A read error inside an operand, at a strided gather's element, in a SOFTMAX, a
+    write error inside the result, at a scatter's element and at QUANTIZE's scale:
+    AXI_READ/WRITE_ERROR with the failing burst's first byte (a gather's or scatter's
+    element address), only golden bytes written before it, and the next command runs."""
     bench, rng = await new_bench(dut)
     o = bench.origin
     n = 300
@@ -192,9 +197,18 @@ async def axi_errors(dut):
     element = sc.dst + 9 * sc.stride
     bench.ram.error_ranges = [ErrorRange(element, element + 1, reads=False)]
     await bench.check(sc, expect=ErrorCode.AXI_WRITE_ERROR, err_addr=element & 0xFFFFFFFF)
+    # Row commands: a read error in SOFTMAX's first pass (in its first burst of x: the
+    # operand's own address), a write error at QUANTIZE's scale (the second result, DST2).
+    sm = row_command(bench, rng, VaOpcode.SOFTMAX, 600)
+    bench.ram.error_ranges = [ErrorRange(sm.src + 1, sm.src + 2)]
+    await bench.check(sm, expect=ErrorCode.AXI_READ_ERROR, err_addr=sm.src & 0xFFFFFFFF)
+    qt = row_command(bench, rng, VaOpcode.QUANTIZE, 100)
+    bench.ram.error_ranges = [ErrorRange(qt.dst2, qt.dst2 + 1, reads=False)]
+    await bench.check(qt, expect=ErrorCode.AXI_WRITE_ERROR, err_addr=qt.dst2 & 0xFFFFFFFF)
     bench.ram.error_ranges = []
     await bench.check(cmd)
     await bench.check(sc)
+    await bench.check(sm)
 
 
 @cocotb.test()

@@ -284,9 +284,9 @@ class UnaryUnit(wiring.Component):
     beside it (``i.payload.g``). ``m`` is SOFTMAX's row maximum (bf16), ``c`` the
     command's binary32 constant (reciprocal of the sum, rsqrt, 1/scale, scale).
 
-    Word in, word out, in order, through four register stages that advance together
-    when the output is free (0: x - m or int32 → binary32; 1: exp; 2: 1 + e, its
-    reciprocal, x · c; 3: the last product and rounding). ``o.payload.word`` holds the
+    Word in, word out, in order, through five register stages that advance together
+    when the output is free (0: x - m or int32 → binary32; 1: exp; 2: 1 + e, x · c;
+    3: the reciprocal; 4: the last product and rounding). ``o.payload.word`` holds the
     bf16 results in their lanes, or for QUANTIZE the int8 results in the low bytes,
     for DEQUANTIZE the bf16 results of the word's four int32 (128-bit bus: half of the
     lanes) in the low lanes; ``o.payload.e`` holds each lane's binary32 exp (SOFTMAX's
@@ -311,10 +311,11 @@ class UnaryUnit(wiring.Component):
         vec = data.ArrayLayout(16, lanes)
         advance = ~self.o.valid | self.o.ready
         m.d.comb += self.i.ready.eq(advance)
-        valid = [Signal(name=f"valid{k}") for k in range(3)]
+        valid = [Signal(name=f"valid{k}") for k in range(4)]
         with m.If(advance):
             m.d.sync += [valid[0].eq(self.i.valid), valid[1].eq(valid[0]),
-                         valid[2].eq(valid[1]), self.o.valid.eq(valid[2])]
+                         valid[2].eq(valid[1]), valid[3].eq(valid[2]),
+                         self.o.valid.eq(valid[3])]
         op = self.op
         silu = op == VaOpcode.SILU
         softmax = op == VaOpcode.SOFTMAX
@@ -331,7 +332,8 @@ class UnaryUnit(wiring.Component):
                                  ~self.m[15]))
         out = Signal(vec)
         e_out = Signal(data.ArrayLayout(32, lanes))
-        stage = data.StructLayout({"x": 32, "g": 32, "e": 32, "r": 32, "xe": 32, "low": 1})
+        stage = data.StructLayout({"x": 32, "g": 32, "e": 32, "d": 32, "r": 32, "xe": 32,
+                                   "low": 1})
         q = []
         for lane in range(lanes):
             raw = words_in[lane]
@@ -354,15 +356,20 @@ class UnaryUnit(wiring.Component):
             s1 = Signal(stage, name=f"s1_{lane}")
             with m.If(advance):
                 m.d.sync += [s1.x.eq(s0.x), s1.g.eq(s0.g), s1.e.eq(e), s1.low.eq(s0.low)]
-            # Stage 2: 1 + e and its reciprocal; x·e (SILU's low branch) or x·c (RMSNORM).
+            # Stage 2: 1 + e; x·e (SILU's low branch) or x·c (RMSNORM).
             d = f32_add(m, Const(F32_ONE, 32), s1.e, name=f"den{lane}")
-            r = recip_f32(m, d, f"rcp{lane}")
             xe = f32_mul(m, s1.x, Mux(rmsnorm, self.c, s1.e), f"xe{lane}")
+            s2a = Signal(stage, name=f"s2a_{lane}")
+            with m.If(advance):
+                m.d.sync += [s2a.x.eq(s1.x), s2a.g.eq(s1.g), s2a.e.eq(s1.e), s2a.d.eq(d),
+                             s2a.xe.eq(xe), s2a.low.eq(s1.low)]
+            # Stage 3: the reciprocal of 1 + e.
+            r = recip_f32(m, s2a.d, f"rcp{lane}")
             s2 = Signal(stage, name=f"s2_{lane}")
             with m.If(advance):
-                m.d.sync += [s2.x.eq(s1.x), s2.g.eq(s1.g), s2.e.eq(s1.e), s2.r.eq(r),
-                             s2.xe.eq(xe), s2.low.eq(s1.low)]
-            # Stage 3: the last product and rounding to bf16 (int8 for QUANTIZE).
+                m.d.sync += [s2.x.eq(s2a.x), s2.g.eq(s2a.g), s2.e.eq(s2a.e), s2.r.eq(r),
+                             s2.xe.eq(s2a.xe), s2.low.eq(s2a.low)]
+            # Stage 4: the last product and rounding to bf16 (int8 for QUANTIZE).
             y_low = f32_mul(m, s2.xe, Mux(rmsnorm, s2.g, Const(F32_2M64, 32)), f"ylow{lane}")
             y_high = f32_mul(m, Mux(softmax, s2.e, s2.x), Mux(silu, s2.r, self.c),
                              f"yhigh{lane}")

@@ -6,12 +6,13 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: all setup demo test test-fast test-golden verilog regmap waves clean help fpga fpga-synth
+.PHONY: all setup demo bench-muon test test-fast test-golden verilog regmap waves clean help fpga fpga-synth
 
 all: help
 
 help:
 	@echo "make demo       generate the MA, run a 128x128x128 int8 and a bf16 tile under Verilator"
+	@echo "make bench-muon Muon NoC on a 4x4 mesh: latency/throughput sweeps, CSV + PNG (Verilator)"
 	@echo "make test       the whole regression: golden, Amaranth simulator, cocotb on Icarus and Verilator"
 	@echo "make test-fast  golden and Amaranth-simulator tests only (seconds)"
 	@echo "make test-golden the golden attention + MoE datapath tests only (seconds)"
@@ -63,6 +64,9 @@ setup: $(STAMP) .icarus .tcl
 
 demo: setup
 	$(BIN)/v4hw demo
+
+bench-muon: setup
+	$(BIN)/v4hw bench muon
 
 test: setup
 	$(BIN)/python -m pytest

@@ -270,6 +270,9 @@ def build_parser():
     sub.add_parser("muon", add_help=False,
                    help="Muon tools: `v4hw muon analyze CAPTURE [--show-rbr] [--show-conflict] "
                         "[--stats] [--distribution]`")
+    sub.add_parser("bench", add_help=False,
+                   help="performance benches: `v4hw bench muon [--cols C] [--rows R] "
+                        "[--quick] [--out DIR]` (Verilator; CSV and PNG)")
     sub.add_parser("sim", add_help=False,
                    help="run the cocotb regressions (arguments go to pytest)")
     p = sub.add_parser("waves", help="rerun one pytest test with waveforms recorded")
@@ -286,6 +289,12 @@ def main(argv=None):
             return 2
         from sim import muon_analyze
         return muon_analyze.main(argv[2:])
+    if argv[:1] == ["bench"]:
+        if argv[1:2] != ["muon"]:
+            print("v4hw: error: usage: v4hw bench muon [options]", file=sys.stderr)
+            return 2
+        from sim import muon_bench
+        return muon_bench.main(argv[2:])
     # regmap and sim pass their arguments through untouched.
     if argv and argv[0] in ("regmap", "sim"):
         handler = {"regmap": cmd_regmap, "sim": cmd_sim}[argv[0]]

@@ -178,6 +178,7 @@ class MuonBench:
         self.by_key = {}            # (src node, ts) → packet
         self.reservations = []
         self.errors = []
+        self._stopped = False
         self.generator = None       # optional: called each cycle to create packets
         self._serial = 0
 
@@ -231,7 +232,7 @@ class MuonBench:
     # -- the per-cycle loop
     async def _loop(self):
         clk = self.dut.ap_clk
-        while True:
+        while not self._stopped:
             await RisingEdge(clk)
             if self.cycle is None:
                 self.cycle = 0      # the first cycle out of reset: timebase 0
@@ -368,6 +369,16 @@ class MuonBench:
             return False
         return all(p.tx is not None and (p.rx_tail is not None or p.dropped is not None)
                    for p in self.packets)
+
+    async def stop(self):
+        """End the per-cycle loop (the node ports are left idle: nothing offered, ejection
+        ready), e.g. before letting the clock run free; ``cycle`` is no longer counted."""
+        self._stopped = True
+        await RisingEdge(self.dut.ap_clk)
+        for valid, _, _, _, _, ready, _, _ in self._ports:
+            valid.value = 0
+            ready.value = 1
+        await RisingEdge(self.dut.ap_clk)
 
     async def drain(self, limit=100_000):
         """Wait until every packet has arrived or been dropped (or fail after ``limit``)."""

@@ -248,14 +248,17 @@ def _runner_class(simulator):
             if self._v4hw_public == "top":
                 commands[0] = [arg for arg in commands[0] if arg != "--public-flat-rw"]
                 commands[0][1:1] = ["--public-depth", "1"]
+            if self._v4hw_opt is not None:
+                commands[1] += [f"{name}={self._v4hw_opt}"
+                                for name in ("OPT_FAST", "OPT_SLOW", "OPT_GLOBAL")]
             return commands
 
     return {"icarus": _Icarus, "verilator": _Verilator}[simulator]
 
 
-def _make_runner(simulator, *, waves, env, timeout_s, public="all"):
+def _make_runner(simulator, *, waves, env, timeout_s, public="all", opt=None):
     runner = _runner_class(simulator)()
-    runner._v4hw_public = public
+    runner._v4hw_public, runner._v4hw_opt = public, opt
     runner._v4hw_waves = waves
     runner._v4hw_env = env
     runner._v4hw_timeout = timeout_s
@@ -264,7 +267,7 @@ def _make_runner(simulator, *, waves, env, timeout_s, public="all"):
 
 # --- Build ---------------------------------------------------------------------------------
 
-def _build_options(simulator, toplevel, waves, trace_exclude=(), public="all"):
+def _build_options(simulator, toplevel, waves, trace_exclude=(), public="all", opt=None):
     import cocotb
 
     options = {
@@ -282,8 +285,11 @@ def _build_options(simulator, toplevel, waves, trace_exclude=(), public="all"):
         options["waivers"] = WAIVERS.read_text()
         if waves and trace_exclude:
             options["trace_exclude"] = sorted(trace_exclude)
-        if public != "all":   # only then, so the builds that keep the default stay cached
+        # Only when not the default, so that the builds that keep it stay cached.
+        if public != "all":
             options["public"] = public
+        if opt is not None:
+            options["opt"] = opt
     return options
 
 
@@ -308,7 +314,7 @@ def _build(simulator, source, toplevel, options, build_dir):
                 sources.append(config)
         started = time.monotonic()
         runner = _make_runner(simulator, waves=options["waves"], env={}, timeout_s=None,
-                              public=options.get("public", "all"))
+                              public=options.get("public", "all"), opt=options.get("opt"))
         try:
             runner.build(sources=sources, hdl_toplevel=toplevel, build_dir=build_dir,
                          timescale=TIMESCALE, waves=options["waves"], always=True)
@@ -371,7 +377,7 @@ def _env_flag(name):
 
 def run_cocotb(simulator, verilog, toplevel, test_module, *, config_name, testcase=None,
                waves=None, gtkw_groups=None, extra_env=None, timeout_s=None, trace_exclude=(),
-               verilator_public="all"):
+               verilator_public="all", verilator_opt=None):
     """Build ``verilog`` (cached) and run the cocotb tests of ``test_module`` on it.
 
     Arguments:
@@ -408,6 +414,10 @@ def run_cocotb(simulator, verilog, toplevel, test_module, *, config_name, testca
         (``--public-depth 1``): the top module's ports and signals only; Verilator may
         then optimise the hierarchy below, which makes the C++ of a large design several
         times smaller and its build that much faster. Waves record everything either way.
+    ``verilator_opt``
+        Verilator only: the C++ compiler's optimisation (``"-O0"``, ``"-O1"``, ...) for
+        the model instead of Verilator's ``-Os``: ``-O0`` compiles a large model about
+        five times faster and runs it slower.
 
     Returns the path of ``results.xml``. Raises :class:`CocotbTestFailure` (an
     ``AssertionError``) when a cocotb test fails, :class:`SimulationError` when the
@@ -428,6 +438,9 @@ def run_cocotb(simulator, verilog, toplevel, test_module, *, config_name, testca
         raise ValueError(f"timeout_s must be positive, not {timeout_s!r}")
     if verilator_public not in ("all", "top"):
         raise ValueError(f"verilator_public must be 'all' or 'top', not {verilator_public!r}")
+    if verilator_opt not in (None, "-O0", "-O1", "-O2", "-O3", "-Os"):
+        raise ValueError(f"verilator_opt must be None or one of -O0, -O1, -O2, -O3, -Os, "
+                         f"not {verilator_opt!r}")
     if isinstance(testcase, str):
         testcase = [name.strip() for name in testcase.split(",") if name.strip()]
     waves = bool(waves) or _env_flag("WAVES")
@@ -439,7 +452,8 @@ def run_cocotb(simulator, verilog, toplevel, test_module, *, config_name, testca
         require_iverilog()
         source = icarus_time0_fix(verilog)
 
-    options = _build_options(simulator, toplevel, waves, trace_exclude, verilator_public)
+    options = _build_options(simulator, toplevel, waves, trace_exclude, verilator_public,
+                             verilator_opt)
     digest = hashlib.sha256(json.dumps(options, sort_keys=True).encode())
     digest.update(b"\0" + source.encode())
     build_dir = BUILD_ROOT / f"{config_name}-{simulator}-{digest.hexdigest()[:12]}"

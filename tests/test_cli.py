@@ -47,3 +47,15 @@ def test_muon_bad_parameter(param, tmp_path, capsys):
     assert main(["verilog", "muon", "--param", param, "-o", str(tmp_path / "x.v")]) == 2
     assert capsys.readouterr().err.startswith("v4hw: error: muon:")
     assert not (tmp_path / "x.v").exists()
+
+
+@pytest.mark.parametrize("argv", [["bench"], ["bench", "ma"]])
+def test_bench_names_a_known_bench(argv, capsys):
+    assert main(argv) == 2
+    assert "usage: v4hw bench muon" in capsys.readouterr().err
+
+
+def test_bench_muon_bad_length(capsys):
+    """A bad packet length is refused before anything is built."""
+    assert main(["bench", "muon", "--length", "1", "--out", "unused"]) == 1
+    assert "2..16 flits" in capsys.readouterr().err

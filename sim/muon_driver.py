@@ -42,9 +42,27 @@ from hdl.top.muon import caps_word
 from .muon_capture import write_capture
 from .regs import Registers
 
-__all__ = ["PERIOD_NS", "FieldCodec", "FLIT", "DROP", "Packet", "MuonBench", "ScoreboardError"]
+__all__ = ["PERIOD_NS", "FieldCodec", "FLIT", "DROP", "Packet", "MuonBench", "ScoreboardError",
+           "MUON_GTKW_GROUPS"]
 
 PERIOD_NS = 10
+
+# GTKWave groups of a v4hw_muon run (``WAVES=1``; patterns of ``sim.waves``): node 0's
+# ports, the reservation arbiter, the windows, and router (0, 0) inside.
+MUON_GTKW_GROUPS = [
+    ("clock, reset, interrupt", ["ap_clk", "ap_rst_n", "interrupt"]),
+    ("node 0 ports", ["inject0_valid", "inject0_ready", "inject0_payload",
+                      "eject0_valid", "eject0_ready", "eject0_payload", "dropped0_valid"]),
+    ("reservation arbiter", ["rbr.launch", "rbr.busy", "rbr.done", "rbr.fsm_state", "rbr.req",
+                             "rbr.cand", "rbr.bump", "rbr.conflict", "rbr.port", "rbr.hop",
+                             "rbr.walk_route", "rbr.result"]),
+    ("reservation windows (block per router output)", ["mesh.block_*"]),
+    ("router (0,0) outputs", ["mesh.r0_0.out_*.grant", "mesh.r0_0.out_*.locked?",
+                              "mesh.r0_0.out_*.credits?", "mesh.r0_0.out_*.link__valid"]),
+    ("router (0,0) inputs", ["mesh.r0_0.in_*.valid", "mesh.r0_0.in_*.port",
+                             "mesh.r0_0.in_*.key", "mesh.r0_0.in_*.fifo?.level"]),
+    ("s_axi_control", ["s_axi_control_*"]),
+]
 
 
 class ScoreboardError(AssertionError):

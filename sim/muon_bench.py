@@ -44,7 +44,7 @@ def default_plan(*, quick=False, seed=1, length=4):
         "warmup": 300 if quick else 1000, "measure": 600 if quick else 3000,
         "drain": 5000 if quick else 20000, "empty": 5000 if quick else 20000,
         "hotspot": [0, 0], "hot_frac": 0.2,
-        "zero_load": True, "grant": not quick,
+        "zero_load": True, "grant": True,
         "sweep": ({"uniform": [0.3]} if quick else
                   {"uniform": steps, "transpose": steps[:8], "hotspot": steps[:8]}),
         "jitter_loads": [0.5] if quick else [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0],

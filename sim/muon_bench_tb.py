@@ -181,18 +181,24 @@ async def _request_grant(bench, plan):
     src, dst = (0, 0), (COLS - 1, ROWS - 1)
     rows = []
     width = 8
-    base = bench.cycle + bench.golden.lead + 50
-    for taken in range(bench.golden.n_slots):
-        # A request for the window just granted collides with every earlier grant
-        # (retry_after), the request at its retry_after is granted.
-        first = await bench.reserve(src, dst, base, width, 1)
-        rows.append(_grant_row(first, taken, "colliding" if taken else "free"))
-        if not first["granted"]:
-            second = await bench.reserve(src, dst, first["retry_after"], width, 1)
-            rows.append(_grant_row(second, taken, "at retry_after"))
-            assert second["granted"], second
+    slots = bench.golden.n_slots
+    # Far enough ahead that every request of the phase is still before its start.
+    base = bench.cycle + bench.golden.lead + 400 * slots
+    last = base
+    for taken in range(slots):
+        # A request for the first window collides with every earlier grant (retry_after);
+        # asking again at retry_after is granted.
+        record = await bench.reserve(src, dst, base, width, 1)
+        rows.append(_grant_row(record, taken, "colliding" if taken else "free"))
+        for _ in range(3):
+            if record["granted"]:
+                break
+            record = await bench.reserve(src, dst, record["retry_after"], width, 1)
+            rows.append(_grant_row(record, taken, "at retry_after"))
+        assert record["granted"], record
+        last = max(last, record["start"])
     # Wait until all of them have expired (the table is empty again).
-    while bench.cycle < base + bench.golden.n_slots * width + 4 * (COLS + ROWS) + 10:
+    while bench.cycle < last + width + 4 * (COLS + ROWS) + 10:
         await bench.cycles(50)
     return rows
 

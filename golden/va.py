@@ -65,8 +65,7 @@ Extension of DESIGN.md's VA list: CLAMP (19), SOFTPLUS (20) and SQRT (21) are no
 DESIGN.md's command list; they were added (project lead's decision) because the
 ``deepseek-v4`` MoE needs them on the hardware-exact path: its router score
 ``sqrt(softplus(x))`` needs a logarithm (SOFTPLUS) and a square root (SQRT), its
-clamped SwiGLU a min / max (CLAMP). The RTL refuses them with BAD_COMMAND until it
-implements them.
+clamped SwiGLU a min / max (CLAMP). The RTL runs them in ``hdl/va/extfunc.py``.
 Softmax and RMSNorm rows of 4096 are within 1 ulp of float64 (same test).
 
 Reductions (order-independent where it matters, so L lanes may add in any order):

@@ -10,6 +10,8 @@ Data flow of one command::
     row commands (EXP, SILU, DEQUANTIZE, SOFTMAX, RMSNORM, QUANTIZE, TOPK; data_width/16
     elements a cycle; a pass per read of the operands, see hdl.va.rows):
       OperandReader ─► Realign ─► RowUnit ─► StreamWriter (again at DST2: QUANTIZE, TOPK)
+    CLAMP, SOFTPLUS, SQRT (data_width/16 elements a cycle, three register stages):
+      OperandReader ─► Realign ─► ExtUnit (hdl.va.extfunc) ─► StreamWriter
     strided SCATTER:
       OperandReader ─► Realign ─► StridedScatter (one write per element, many in flight)
 
@@ -24,6 +26,7 @@ from amaranth.utils import exact_log2
 
 from hdl.codes import ErrorCode, VaOpcode
 from hdl.common.memport import PHYS_ADDR_BITS, MemPortSignature
+from hdl.va.extfunc import EXT_OPCODES, ExtUnit, clamp_bounds_ok
 from hdl.va.gather import StridedGather
 from hdl.va.lanes import LaneEngine
 from hdl.va.rows import MAX_K, ROW_OPCODES, RowUnit
@@ -46,7 +49,7 @@ VALID_DATA_WIDTH = (64, 128, 256, 512)
 RTL_OPCODES = (VaOpcode.GATHER, VaOpcode.SCATTER, VaOpcode.ADD, VaOpcode.MUL, VaOpcode.SCALE,
                VaOpcode.EXP, VaOpcode.SILU, VaOpcode.SUM, VaOpcode.MAX, VaOpcode.SOFTMAX,
                VaOpcode.RMSNORM, VaOpcode.QUANTIZE, VaOpcode.DEQUANTIZE, VaOpcode.TOPK,
-               VaOpcode.ROPE)
+               VaOpcode.ROPE) + EXT_OPCODES
 """The commands this RTL runs; START refuses the others with BAD_COMMAND."""
 
 
@@ -136,7 +139,8 @@ class VectorCore(wiring.Component):
         bad_shape = (~known | (cmd.length == 0) | (cmd.length > MAX_LENGTH)
                      | (moves & (cmd.esize == 3))
                      | (topk & ((cmd.k == 0) | (cmd.k > MAX_K) | (cmd.k > cmd.length)))
-                     | (rope & cmd.length[0]))
+                     | (rope & cmd.length[0])
+                     | ((cmd.op == VaOpcode.CLAMP) & ~clamp_bounds_ok(cmd.scalar)))
         with m.If(bad_shape):
             m.d.comb += self.refuse_code.eq(ErrorCode.BAD_COMMAND)
         for addr, nbytes, _, used in ranges:
@@ -166,6 +170,7 @@ class VectorCore(wiring.Component):
         gather = cmd.op == VaOpcode.GATHER
         scatter = cmd.op == VaOpcode.SCATTER
         row = Cat(*(cmd.op == op for op in ROW_OPCODES)).any()
+        ext = Cat(*(cmd.op == op for op in EXT_OPCODES)).any()
         rms, dequant = cmd.op == VaOpcode.RMSNORM, cmd.op == VaOpcode.DEQUANTIZE
         quant, topk = cmd.op == VaOpcode.QUANTIZE, cmd.op == VaOpcode.TOPK
         rope = cmd.op == VaOpcode.ROPE
@@ -186,6 +191,7 @@ class VectorCore(wiring.Component):
         m.submodules.writer = writer = StreamWriter(width)
         m.submodules.scatterer = scatterer = StridedScatter(width)
         m.submodules.rows = rows = ResetInserter(go)(RowUnit(width))
+        m.submodules.ext = ext_unit = ResetInserter(go)(ExtUnit(width))
         again = Signal()                # a row command's next pass: read the operands again
         m.d.comb += [again.eq(rows.again & row & ~abort),
                      second.eq(rows.second & row & ~abort)]
@@ -226,6 +232,8 @@ class VectorCore(wiring.Component):
                                  realign.o.ready.eq(scatterer.i.ready)]
                 with m.Elif(row):
                     wiring.connect(m, realign.o, rows.x)
+                with m.Elif(ext):
+                    wiring.connect(m, realign.o, ext_unit.i)
                 with m.Else():
                     m.d.comb += [w2v.i.payload.eq(realign.o.payload),
                                  w2v.i.valid.eq(realign.o.valid),
@@ -242,7 +250,7 @@ class VectorCore(wiring.Component):
         m.d.comb += [
             reader.start.eq(go | again), v2w.start.eq(go), engine.op.eq(cmd.op),
             rows.op.eq(cmd.op), rows.n.eq(n), rows.k.eq(cmd.k[:4]), rows.scalar.eq(cmd.scalar),
-            rows.split.eq(cmd.split_half),
+            rows.split.eq(cmd.split_half), ext_unit.op.eq(cmd.op), ext_unit.scalar.eq(cmd.scalar),
             rows.writer_done.eq(writer.done),
             engine.scalar.eq(cmd.scalar[:16]), engine.count.eq(n),
             gatherer.start.eq(go & gather), gatherer.base.eq(cmd.src),
@@ -287,16 +295,17 @@ class VectorCore(wiring.Component):
                          writer.i.payload.eq(gatherer.o.payload),
                          writer.i.valid.eq(gatherer.o.valid),
                          gatherer.o.ready.eq(writer.i.ready)]
-        with m.Elif(row):
+        with m.Elif(row | ext):
             m.d.comb += [mem.rd_req.payload.eq(reader.rd_req.payload),
                          mem.rd_req.valid.eq(reader.rd_req.valid),
                          reader.rd_req.ready.eq(mem.rd_req.ready),
                          reader.rd_resp.payload.eq(mem.rd_resp.payload),
                          reader.rd_resp.valid.eq(mem.rd_resp.valid),
                          mem.rd_resp.ready.eq(reader.rd_resp.ready),
-                         writer.i.payload.eq(rows.o.payload),
-                         writer.i.valid.eq(rows.o.valid),
-                         rows.o.ready.eq(writer.i.ready)]
+                         writer.i.payload.eq(Mux(ext, ext_unit.o.payload, rows.o.payload)),
+                         writer.i.valid.eq(Mux(ext, ext_unit.o.valid, rows.o.valid)),
+                         rows.o.ready.eq(writer.i.ready & ~ext),
+                         ext_unit.o.ready.eq(writer.i.ready & ext)]
         with m.Else():
             m.d.comb += [mem.rd_req.payload.eq(reader.rd_req.payload),
                          mem.rd_req.valid.eq(reader.rd_req.valid),

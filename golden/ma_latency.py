@@ -11,14 +11,18 @@ of rows, bursts and tiles, in clock cycles:
    not bus-aligned and whose words-in equal words-out costs one extra cycle (the
    realigner's flush). A group (all of B, an A block, an old-C tile) is usable two
    cycles after its last word arrived.
-3. Tiles are issued in row-major tile order, each K cycles, first steps at least 2·P
-   cycles apart, when B, the tile's A block (and old C) are loaded and the output FIFO
-   has P free places (credits). The sequencer loads the next A block into a half as soon
-   as that half's last tile has been issued, and the next old-C tile once the previous
-   one has been taken.
-4. The result rows of a tile leave the array ``2·P + 1`` cycles after its last step was
-   issued, one a cycle; the writer takes a row, issues its address (per burst), then its
-   words one a cycle; the write response comes ``latency`` cycles after the last word.
+3. Output tiles are issued in groups of ``INTERLEAVE`` along N (the slots of a group
+   past the last tile of a row run too; their rows are dropped), groups in row-major
+   order, each ``K·INTERLEAVE`` cycles (the group's k-steps interleaved), first steps at
+   least ``(INTERLEAVE + 1)·P`` cycles apart, when B, the group's A block (and old C)
+   are loaded and the output FIFO has ``INTERLEAVE·P`` free places (credits). The
+   sequencer loads the next A block into a half as soon as that half's last group has
+   been issued, and the next old-C group once the previous one has been given back
+   (``2·P + INTERLEAVE`` cycles after its group started, when every PE has read it).
+4. The result rows of a group leave the array ``2·P + DRAIN_OFFSET`` cycles after its
+   slot 0's last step was issued, one a cycle, slot by slot; the writer takes a row,
+   issues its address (per burst), then its words one a cycle; the write response comes
+   ``latency`` cycles after the last word.
 5. DONE (and the CTR) follow the last write response.
 
 ``latency`` is the number of cycles from an address handshake (AR, or the last W beat)
@@ -35,7 +39,15 @@ PAGE = 4096
 WALK_TO_LOADS = 3        # after the last walk row, the first row command is valid
 READ_OFFSET = 0          # extra cycles between a burst's address and its first word
 GROUP_READY = 2          # from a group's last word taken to its "full" flag seen
-DRAIN_OFFSET = 1         # from a tile's last issued step to row 0 leaving, beyond 2·P
+# The array (hdl/ma/array.py): tiles go through it in groups of INTERLEAVE, their k-steps
+# interleaved, because the PE's accumulation loop is INTERLEAVE registers long; a PE
+# has PE_LATENCY register stages from its input registers to its accumulator.
+INTERLEAVE = 4
+PE_LATENCY = 6
+# From slot 0's last issued step to row 0 leaving the array, beyond 2·P: the operand
+# buffer's register, the PE pipeline, the read-out and its output register.
+DRAIN_OFFSET = 1 + PE_LATENCY + 1
+INIT_HOLD_OFFSET = 0     # beyond 2·P + INTERLEAVE: the old C held for the PEs
 FIFO_LATENCY = 1         # out FIFO: pushed → visible to the writer
 DONE_OFFSET = 4          # from the last write response to DONE / CTR
 
@@ -117,14 +129,14 @@ def ma_cycles(cmd, *, p, data_width, latency):
     b_ready = last + GROUP_READY
     group_end = accepted
 
-    spacing = max(cmd.k, 2 * p)
+    n_groups = -(-n_tiles // INTERLEAVE)
+    spacing = max(cmd.k * INTERLEAVE, (INTERLEAVE + 1) * p)
     a_ready, a_freed = {}, {}           # A block → ready cycle, freed cycle
     c_ready = {}
-    tile_start = {}
     credit_returns = []                 # cycles a credit is visible again
     rows_out = []                       # (cycle the row is pushed, bytes, address)
     prev_start = None
-    c_taken = None                      # cycle the previous old-C tile was taken
+    c_taken = None                      # cycle the previous old-C group was given back
 
     def load_a(block):
         nonlocal group_end
@@ -140,55 +152,60 @@ def ma_cycles(cmd, *, p, data_width, latency):
         group_end = accepted
         a_ready[block] = last + GROUP_READY
 
-    def load_c(block, col):
+    def load_c(block, group):
         nonlocal group_end
         wait = group_end + 1
         if c_taken is not None:
             wait = max(wait, c_taken + 2)
         valid = wait + 1
         rows = min(p, cmd.m - block * p)
-        cols = min(p, cmd.n - col * p)
-        for i in range(rows):
-            addr = cmd.c_addr + (block * p + i) * cmd.ldc + col * p * 4
-            accepted, last = reader.row(valid, addr, cols * 4)
-            valid = accepted + 1
+        for col in range(group * INTERLEAVE, min((group + 1) * INTERLEAVE, n_tiles)):
+            cols = min(p, cmd.n - col * p)
+            for i in range(rows):
+                addr = cmd.c_addr + (block * p + i) * cmd.ldc + col * p * 4
+                accepted, last = reader.row(valid, addr, cols * 4)
+                valid = accepted + 1
         group_end = accepted
-        c_ready[block, col] = last + GROUP_READY
+        c_ready[block, group] = last + GROUP_READY
 
     load_a(0)
     if m_tiles > 1 and not cmd.accumulate:
         load_a(1)
-    tiles = [(it, jt) for it in range(m_tiles) for jt in range(n_tiles)]
-    for index, (it, jt) in enumerate(tiles):
-        if cmd.accumulate and jt == 0 and it > 0:
+    groups = [(it, g) for it in range(m_tiles) for g in range(n_groups)]
+    for index, (it, g) in enumerate(groups):
+        if cmd.accumulate and g == 0 and it > 0:
             load_a(it)
         if cmd.accumulate:
-            load_c(it, jt)
+            load_c(it, g)
         start = max(b_ready, a_ready[it])
         if cmd.accumulate:
-            start = max(start, c_ready[it, jt])
+            start = max(start, c_ready[it, g])
         if prev_start is not None:
             start = max(start, prev_start + spacing)
-        # Credits: the out FIFO holds 2·P rows; a tile needs P of them.
-        needed = (index + 1) * p - 2 * p
+        # Credits: the out FIFO holds two groups' rows; a group needs INTERLEAVE·P.
+        needed = (index - 1) * INTERLEAVE * p
         if needed > 0:
             start = max(start, sorted(credit_returns)[needed - 1])
-        tile_start[it, jt] = prev_start = start
+        prev_start = start
         if cmd.accumulate:
-            c_taken = start + 1
-        last_step = start + cmd.k - 1
-        if jt == n_tiles - 1:
+            c_taken = start + 1 + INIT_HOLD_OFFSET + 2 * p + INTERLEAVE
+        last_step = start + cmd.k * INTERLEAVE - 1
+        first_last_step = start + (cmd.k - 1) * INTERLEAVE     # slot 0's last step
+        if g == n_groups - 1:
             a_freed[it] = last_step
             if not cmd.accumulate and it + 2 < m_tiles:
                 load_a(it + 2)
-        for r in range(p):
-            pushed = last_step + 2 * p + DRAIN_OFFSET + r
-            row = it * p + r
-            if row < cmd.m:
-                cols = min(p, cmd.n - jt * p)
-                rows_out.append((pushed, cmd.c_addr + row * cmd.ldc + jt * p * 4, cols * 4))
-            else:
-                credit_returns.append(pushed + 1)
+        for slot in range(INTERLEAVE):
+            jt = g * INTERLEAVE + slot
+            for r in range(p):
+                pushed = first_last_step + 2 * p + DRAIN_OFFSET + slot * p + r
+                row = it * p + r
+                if row < cmd.m and jt < n_tiles:
+                    cols = min(p, cmd.n - jt * p)
+                    rows_out.append((pushed, cmd.c_addr + row * cmd.ldc + jt * p * 4,
+                                     cols * 4))
+                else:
+                    credit_returns.append(pushed + 1)
         # The writer's progress decides when credits come back.
         credit_returns.extend(writer.write(rows_out))
         rows_out.clear()

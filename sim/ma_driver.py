@@ -65,7 +65,8 @@ MAX_DIM = 128
 LOGICAL_LIMIT = 1 << 32
 NO_TAT_ENTRY = TatEntry(False, 0, 0, 0)
 # Cycles (beyond the memory latencies) that gemm() waits after a command's end for late
-# memory accesses: more than the array's drain (about 2·P) and a few C rows.
+# memory accesses: more than the array's drain (about 2·P + 8, then 4·P rows) and a few
+# C rows.
 QUIET_CYCLES = 128
 
 

@@ -7,7 +7,10 @@ finish pulse, for random shapes, strides and alignments; the model must be withi
 import numpy as np
 import pytest
 
+from golden import ma_latency
 from golden.ma_latency import MaCommand, ma_cycles
+from hdl.ma.array import PE_LATENCY, SystolicArray
+from hdl.ma.layouts import INTERLEAVE
 from tests.test_ma_core import layout, run_core
 
 LATENCY = 6          # the test memory's response latency, cycles
@@ -33,3 +36,16 @@ def test_model_within_two_percent(seed):
           f"acc={accumulate}: RTL {result['cycles']} model {model} ({100 * error:.2f} %)")
     assert error <= 0.02, (f"seed={1000 + seed}: model {model} cycles, RTL "
                            f"{result['cycles']} cycles ({100 * error:.2f} % off)")
+
+
+@pytest.mark.parametrize("p", [2, 8, 32])
+def test_model_constants_follow_the_array(p):
+    """The model's view of the array (it may not import the RTL) is the array's own:
+    group size, PE pipeline depth, drain delay and how long old C is held."""
+    array = SystolicArray(p)
+    assert ma_latency.INTERLEAVE == INTERLEAVE
+    assert ma_latency.PE_LATENCY == PE_LATENCY
+    # The operand buffer's register, then the array's drain delay.
+    assert 1 + array.drain_delay == 2 * p + ma_latency.DRAIN_OFFSET
+    assert array.init_hold == 2 * p + INTERLEAVE + ma_latency.INIT_HOLD_OFFSET
+    assert array.min_spacing == (INTERLEAVE + 1) * p

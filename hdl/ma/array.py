@@ -1,74 +1,163 @@
 """The P×P output-stationary systolic array of the matrix accelerator."""
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal, signed
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.ma.fp import bf16_mul, f32_add, int8_mac
+from hdl.ma.fp import F32_ADD_STAGES, bf16_mul, f32_add_pipelined
+from hdl.ma.layouts import INTERLEAVE
 
-__all__ = ["FlagsLayout", "StepLayout", "SystolicArray"]
+__all__ = ["INTERLEAVE", "PRODUCT_STAGES", "PE_LATENCY", "FlagsLayout", "StepLayout",
+           "ProcessingElement", "SystolicArray"]
+
+PRODUCT_STAGES = 2      # multiplier register, product register (outside the loop)
+# From the cycle a step is in a PE's input registers to the cycle its sum is in the
+# PE's accumulator (and, for a tile's last step, in its result register).
+PE_LATENCY = PRODUCT_STAGES + F32_ADD_STAGES
 
 
 class FlagsLayout(data.StructLayout):
     """The control flags that travel with the A values."""
     def __init__(self):
-        super().__init__({"valid": 1, "first": 1, "last": 1})
+        super().__init__({"valid": 1, "first": 1, "last": 1, "slot": range(INTERLEAVE)})
 
 
 class StepLayout(data.StructLayout):
-    """One k-step of a tile as it enters the array: column k of A, row k of B.
+    """One k-step of one tile as it enters the array: column k of A, row k of B.
 
-    Elements are 16 bits: a bf16 pattern, or an int8 in the low byte.
+    Elements are 16 bits: a bf16 pattern, or an int8 in the low byte. ``slot`` is the
+    tile's place in its group of ``INTERLEAVE`` tiles.
     """
     def __init__(self, p):
         super().__init__({
             "valid": 1,
             "first": 1,                        # k == 0: start from the initial value
             "last": 1,                         # k == K-1: the tile's result is ready
+            "slot": range(INTERLEAVE),
             "a": data.ArrayLayout(16, p),      # A[i0 + i, k], i = 0..P-1
             "b": data.ArrayLayout(16, p),      # B[k, j0 + j], j = 0..P-1
         })
 
 
+class ProcessingElement(wiring.Component):
+    """One PE: a multiply-accumulate pipeline holding ``INTERLEAVE`` partial sums.
+
+    Stages (one register each): the multiplier (one 9×9 signed product shared by the
+    modes: int8 × int8, or the two bf16 significands), the product (a binary32 pattern,
+    or the int8 product), then the adder's stages, the last of which is the accumulator.
+    The loop ``accumulator → base → adder → accumulator`` is ``INTERLEAVE`` registers
+    long, so a step of slot s meets the sum of the previous step of the same slot::
+
+        base = first ? (accumulate ? init[slot] : 0) : accumulator
+        int8: sum = base + a·b                        (wrapping, 32 bits)
+        bf16: sum = f32_add(base, bf16_mul(a, b))      (see ``hdl.ma.fp``)
+
+    A step with ``last`` leaves its sum in ``result[slot]``, ``PE_LATENCY`` cycles after
+    it was in the input registers (``done`` is that step's flags, then).
+    """
+
+    def __init__(self):
+        super().__init__({
+            "bf16": In(1),
+            "accumulate": In(1),
+            "a": In(16),
+            "b": In(16),
+            "flags": In(FlagsLayout()),
+            "init": In(data.ArrayLayout(32, INTERLEAVE)),
+            "result": Out(data.ArrayLayout(32, INTERLEAVE)),
+            "done": Out(FlagsLayout()),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        a, b = self.a, self.b
+        # The mode, registered here: no long net from the command register to every PE's
+        # logic. It changes only at a command's start, long before its first step.
+        bf16, accumulate = Signal(name="mode_bf16"), Signal(name="mode_accumulate")
+        m.d.sync += [bf16.eq(self.bf16), accumulate.eq(self.accumulate)]
+
+        # Product stage 1: the shared multiplier.
+        x = Mux(bf16, Cat(a[0:7], 1, 0), a[0:8].as_signed())
+        y = Mux(bf16, Cat(b[0:7], 1, 0), b[0:8].as_signed())
+        mul = Signal(signed(18), name="mul")
+        a1, b1 = Signal(16), Signal(16)
+        flags1 = Signal(FlagsLayout())
+        m.d.sync += [mul.eq(x.as_signed() * y.as_signed()), a1.eq(a), b1.eq(b),
+                     flags1.eq(self.flags)]
+        # Product stage 2: the binary32 pattern of the bf16 product, or the int8 product.
+        fprod = bf16_mul(m, a1, b1, name="fprod", product=mul[0:16])
+        product = Signal(32)
+        flags2 = Signal(FlagsLayout())
+        # The slot's initial value, picked here so that the loop sees one register.
+        init = Signal(32)
+        m.d.sync += [product.eq(Mux(bf16, fprod, mul[0:16].as_signed())),
+                     flags2.eq(flags1),
+                     init.eq(Mux(accumulate, self.init.as_value().word_select(flags1.slot, 32),
+                                 0))]
+
+        # The accumulation loop.
+        acc = Signal(32)
+        base = Signal(32)
+        m.d.comb += base.eq(Mux(flags2.first, init, acc))
+        int8_sum = (base + product.as_signed())[0:32]
+        fsum, carried = f32_add_pipelined(m, base, product, name="add",
+                                          carry={"int8": int8_sum, "flags": flags2.as_value()})
+        flags = FlagsLayout()(carried["flags"])
+        new = Mux(bf16, fsum, carried["int8"])
+        m.d.sync += acc.eq(new)
+        for slot in range(INTERLEAVE):
+            with m.If(flags.valid & flags.last & (flags.slot == slot)):
+                m.d.sync += self.result[slot].eq(new)
+        m.d.sync += self.done.eq(flags)
+        return m
+
+
 class SystolicArray(wiring.Component):
-    """P×P processing elements; PE(i, j) owns C[i0 + i, j0 + j] of the current tile.
+    """P×P processing elements; PE(i, j) owns C[i0 + i, j0 + j] of each tile of a group.
 
-    A values move right and B values move down, one PE per cycle; the input skew delays
-    row i of A by i cycles and column j of B by j cycles, so PE(i, j) sees step k of a
-    tile ``i + j + 1`` cycles after it entered. Each PE computes, in the command's mode::
-
-        int8: acc = (first ? init : acc) + a·b                 (wrapping, 32 bits)
-        bf16: acc = f32_add(first ? init : acc, bf16_mul(a, b)) (see ``hdl.ma.fp``)
-
-    where ``init`` is 0 (+0.0), or with ``accumulate`` the PE's word of ``cinit`` as
-    captured by the last ``cinit_load``.
+    A group is ``INTERLEAVE`` output tiles (slots) that share their rows of A. A values
+    move right and B values move down, one PE per cycle; the input skew delays row i of A
+    by i cycles and column j of B by j cycles, so PE(i, j) sees a step ``i + j + 1``
+    cycles after it entered. A group's steps enter k-major: step k of slot 0, of slot 1,
+    …, of slot ``INTERLEAVE - 1``, then step k + 1 of slot 0, …, so the partial sum of a
+    slot comes out of the PE's ``INTERLEAVE``-deep adder loop just in time for its next
+    step (see :class:`ProcessingElement`). In the command's mode each PE computes, per
+    slot, ``acc = (first ? init : acc) ⊕ a·b`` in increasing k, where ``init`` is 0
+    (+0.0), or with ``accumulate`` the slot's word of ``cinit``.
 
     Protocol (the feeder's obligations):
 
-    1. A tile is K ``step`` beats with ``valid`` on consecutive cycles; the first has
-       ``first``, the last has ``last`` (one beat with both when K = 1).
-    2. The first steps of two tiles are at least ``2·P`` cycles apart (``min_spacing``).
-       Results are read out while the next tile computes, and the spacing is what keeps a
-       PE from overwriting a result (or an initial value) before it is used.
-    3. With ``accumulate``, ``cinit_load`` is pulsed in the cycle the tile's first step
-       enters; it copies ``cinit`` into the PEs' initial values.
+    1. A group is ``K·INTERLEAVE`` ``step`` beats with ``valid`` on consecutive cycles in
+       the order above; a step of k = 0 has ``first``, of k = K-1 ``last``.
+    2. The first steps of two groups are at least ``min_spacing`` = ``(INTERLEAVE + 1)·P``
+       cycles apart. Results are read out while the next group computes, and the spacing
+       is what keeps a PE from overwriting a result before it is read.
+    3. With ``accumulate``, ``cinit`` (word ``slot·P² + i·P + j``) holds the group's old C
+       from the cycle its first step enters until ``init_hold`` cycles later: each PE reads
+       its words when its first steps reach it.
 
-    Results: ``2·P`` cycles after the cycle the tile's last step entered, ``row`` holds row
-    0 of the tile's P×P result, then rows 1..P-1 on the following cycles, ``row_valid``
-    high for those P cycles.
+    Results: ``drain_delay`` cycles after the cycle the first slot's last step entered,
+    ``row`` holds row 0 of slot 0's P×P result, then the other rows of slot 0 and of the
+    next slots on the following cycles (``INTERLEAVE·P`` rows), with ``row_valid`` high.
     """
 
     def __init__(self, p):
         if not isinstance(p, int) or not 2 <= p <= 32:
             raise ValueError(f"P must be an integer in 2..32, not {p!r}")
         self.p = p
-        self.min_spacing = 2 * p
+        self.min_spacing = (INTERLEAVE + 1) * p
+        # The corner PE(P-1, P-1) sees a step 2P-1 cycles after it entered; its sum is in
+        # the accumulator PE_LATENCY later; the read-out starts the cycle after and its
+        # rows are registered once more.
+        self.drain_delay = 2 * p - 1 + PE_LATENCY + 2
+        # The last PE reads its init words (at the latest) PRODUCT_STAGES cycles after
+        # its last slot's first step reached it.
+        self.init_hold = 2 * p - 1 + INTERLEAVE - 1 + PRODUCT_STAGES
         super().__init__({
             "bf16": In(1),
             "accumulate": In(1),
             "step": In(StepLayout(p)),
-            "cinit": In(data.ArrayLayout(32, p * p)),     # row-major: [i·P + j]
-            "cinit_load": In(1),
+            "cinit": In(data.ArrayLayout(32, INTERLEAVE * p * p)),
             "row_valid": Out(1),
             "row_index": Out(range(p)),
             "row": Out(data.ArrayLayout(32, p)),
@@ -81,25 +170,23 @@ class SystolicArray(wiring.Component):
         # Input skew: row i of A (with the control flags) and column j of B by i, j cycles.
         a_in, f_in, b_in = [], [], []
         for i in range(p):
-            a, f = self.step.a[i], self.step
-            b = self.step.b[i]
+            a, b = self.step.a[i], self.step.b[i]
+            f = Signal(FlagsLayout(), name=f"f_skew_{i}_in")
+            m.d.comb += [f.valid.eq(self.step.valid), f.first.eq(self.step.first),
+                         f.last.eq(self.step.last), f.slot.eq(self.step.slot)]
             for d in range(i):
                 a_d = Signal(16, name=f"a_skew_{i}_{d}")
                 f_d = Signal(FlagsLayout(), name=f"f_skew_{i}_{d}")
                 b_d = Signal(16, name=f"b_skew_{i}_{d}")
-                m.d.sync += [a_d.eq(a), f_d.valid.eq(f.valid), f_d.first.eq(f.first),
-                             f_d.last.eq(f.last), b_d.eq(b)]
+                m.d.sync += [a_d.eq(a), f_d.eq(f), b_d.eq(b)]
                 a, f, b = a_d, f_d, b_d
             a_in.append(a), f_in.append(f), b_in.append(b)
 
-        cinit = Signal(data.ArrayLayout(32, p * p))
-        with m.If(self.cinit_load):
-            m.d.sync += cinit.eq(self.cinit)
-
-        result = [[Signal(32, name=f"res_{i}_{j}") for j in range(p)] for i in range(p)]
+        pes = [[None] * p for _ in range(p)]
         a_reg = [[None] * p for _ in range(p)]
         b_reg = [[None] * p for _ in range(p)]
         f_reg = [[None] * p for _ in range(p)]
+        cinit = self.cinit.as_value()
         for i in range(p):
             for j in range(p):
                 a_src = a_in[i] if j == 0 else a_reg[i][j - 1]
@@ -108,39 +195,33 @@ class SystolicArray(wiring.Component):
                 a_reg[i][j] = Signal(16, name=f"a_{i}_{j}")
                 b_reg[i][j] = Signal(16, name=f"b_{i}_{j}")
                 f_reg[i][j] = Signal(FlagsLayout(), name=f"f_{i}_{j}")
-                m.d.sync += [
-                    a_reg[i][j].eq(a_src), b_reg[i][j].eq(b_src),
-                    f_reg[i][j].valid.eq(f_src.valid), f_reg[i][j].first.eq(f_src.first),
-                    f_reg[i][j].last.eq(f_src.last),
-                ]
-                self._pe(m, i, j, a_reg[i][j], b_reg[i][j], f_reg[i][j],
-                         cinit[i * p + j], result[i][j])
+                m.d.sync += [a_reg[i][j].eq(a_src), b_reg[i][j].eq(b_src),
+                             f_reg[i][j].eq(f_src)]
+                pe = pes[i][j] = ProcessingElement()
+                m.submodules[f"pe_{i}_{j}"] = pe
+                words = [cinit[(s * p * p + i * p + j) * 32:][:32] for s in range(INTERLEAVE)]
+                m.d.comb += [pe.bf16.eq(self.bf16), pe.accumulate.eq(self.accumulate),
+                             pe.a.eq(a_reg[i][j]), pe.b.eq(b_reg[i][j]),
+                             pe.flags.eq(f_reg[i][j]), pe.init.eq(Cat(*words))]
 
-        # Read-out: the bottom-right PE is the last to see the tile's last step.
-        corner = f_reg[p - 1][p - 1]
+        # Read-out: the bottom-right PE is the last to finish slot 0 of a group; then
+        # slot s's rows, s = 0.., each row once all its PEs have finished it.
+        done = pes[p - 1][p - 1].done
         draining = Signal()
         index = Signal(range(p))
-        with m.If(corner.valid & corner.last):
-            m.d.sync += [draining.eq(1), index.eq(0)]
+        slot = Signal(range(INTERLEAVE))
+        with m.If(done.valid & done.last & (done.slot == 0)):
+            m.d.sync += [draining.eq(1), index.eq(0), slot.eq(0)]
         with m.Elif(draining):
             m.d.sync += index.eq(index + 1)
             with m.If(index == p - 1):
-                m.d.sync += draining.eq(0)
-        m.d.comb += [self.row_valid.eq(draining), self.row_index.eq(index)]
-        with m.Switch(index):
-            for i in range(p):
-                with m.Case(i):
-                    m.d.comb += [self.row[j].eq(result[i][j]) for j in range(p)]
+                m.d.sync += [index.eq(0), slot.eq(slot + 1)]
+                with m.If(slot == INTERLEAVE - 1):
+                    m.d.sync += draining.eq(0)
+        m.d.sync += [self.row_valid.eq(draining), self.row_index.eq(index)]
+        with m.Switch(Cat(index, slot)):
+            for s in range(INTERLEAVE):
+                for i in range(p):
+                    with m.Case(s * (1 << len(index)) + i):
+                        m.d.sync += [self.row[j].eq(pes[i][j].result[s]) for j in range(p)]
         return m
-
-    def _pe(self, m, i, j, a, b, flags, init_word, result):
-        acc = Signal(32, name=f"acc_{i}_{j}")
-        base = Signal(32, name=f"base_{i}_{j}")
-        m.d.comb += base.eq(Mux(flags.first, Mux(self.accumulate, init_word, 0), acc))
-        product = bf16_mul(m, a, b, name=f"mul_{i}_{j}")
-        fsum = f32_add(m, base, product, name=f"add_{i}_{j}")
-        new = Mux(self.bf16, fsum, int8_mac(base, a, b))
-        with m.If(flags.valid):
-            m.d.sync += acc.eq(new)
-            with m.If(flags.last):
-                m.d.sync += result.eq(new)

@@ -8,7 +8,16 @@ from amaranth.utils import exact_log2
 
 from hdl.common.rowio import RowBeatLayout
 from hdl.ma.array import StepLayout
-from hdl.ma.layouts import DEST_A, DEST_B, DEST_C, MAX_DIM, ROW_BYTES, RowTag, StepRequestLayout
+from hdl.ma.layouts import (
+    DEST_A,
+    DEST_B,
+    DEST_C,
+    INTERLEAVE,
+    MAX_DIM,
+    ROW_BYTES,
+    RowTag,
+    StepRequestLayout,
+)
 
 __all__ = ["OperandBuffers"]
 
@@ -20,17 +29,20 @@ class OperandBuffers(wiring.Component):
       ``max(bus, 2·P bytes)`` so that one word holds a tile row of B in either mode.
     * A: two halves (double buffer) of P rows each, one memory lane per row, so column k
       of a block is one read.
-    * old C: the next tile's P×P initial values (``cinit``), for ACCUMULATE.
+    * old C: the next group's ``INTERLEAVE`` P×P tiles of initial values (``cinit``),
+      for ACCUMULATE; the tag's ``slot`` says which tile a row belongs to.
 
     Fill side: ``beat`` words from the row reader; a group's "full" flag rises two cycles
     after its last word (``group_last`` in the tag). Read side: a ``request`` for step
-    (k, jt, half) is answered one cycle later on ``step``, the elements picked out of the
-    words. ``a_freed`` empties an A half; an old-C tile is taken (``c_taken``,
-    ``cinit_load``) when the first step of its tile enters the array.
+    (k, jt, slot, half) is answered one cycle later on ``step``, the elements picked out
+    of the words. ``a_freed`` empties an A half. The old C of a group is used up
+    (``c_full`` falls) when the group's first step enters the array, and given back to
+    the loads (``c_taken``) ``init_hold`` cycles later, once every PE has read it.
     """
 
-    def __init__(self, p, data_width):
+    def __init__(self, p, data_width, init_hold):
         self.p, self.data_width, self.bus_bytes = p, data_width, data_width // 8
+        self.init_hold = init_hold
         super().__init__({
             "clear": In(1),
             "bf16": In(1),
@@ -38,8 +50,8 @@ class OperandBuffers(wiring.Component):
             "beat": In(RowBeatLayout(data_width, RowTag())),
             "request": In(StepRequestLayout(p)),
             "step": Out(StepLayout(p)),
-            "cinit": Out(data.ArrayLayout(32, p * p)),
-            "cinit_load": Out(1),
+            "cinit": Out(data.ArrayLayout(32, INTERLEAVE * p * p)),
+            "c_taken": Out(1),
             "a_freed": In(2),
             "a_full": Out(2),
             "b_full": Out(1),
@@ -72,13 +84,14 @@ class OperandBuffers(wiring.Component):
                                       + (beat.index >> exact_log2(b_lanes))),
                          b_wr.data.eq(Cat(*([beat.data] * b_lanes))),
                          b_wr.en.eq(1 << beat.index[:exact_log2(b_lanes)])]
-        for i in range(p):
-            row_bits = self.cinit.as_value()[i * p * 32:(i + 1) * p * 32]
-            for n in range((4 * p + bb - 1) // bb):
-                part = row_bits[n * 8 * bb:(n + 1) * 8 * bb]
-                with m.If(beat.valid & (beat.tag.dest == DEST_C) & (beat.tag.row[:log_p] == i)
-                          & (beat.index == n)):
-                    m.d.sync += part.eq(beat.data[:len(part)])
+        for s in range(INTERLEAVE):
+            for i in range(p):
+                row_bits = self.cinit.as_value()[(s * p + i) * p * 32:][:p * 32]
+                for n in range((4 * p + bb - 1) // bb):
+                    part = row_bits[n * 8 * bb:(n + 1) * 8 * bb]
+                    with m.If(beat.valid & (beat.tag.dest == DEST_C) & (beat.tag.slot == s)
+                              & (beat.tag.row[:log_p] == i) & (beat.index == n)):
+                        m.d.sync += part.eq(beat.data[:len(part)])
 
         loaded = beat.valid & beat.last & beat.tag.group_last
         m.d.sync += self.a_full.eq(
@@ -86,12 +99,20 @@ class OperandBuffers(wiring.Component):
             & ~self.a_freed)
         with m.If(loaded & (beat.tag.dest == DEST_B)):
             m.d.sync += self.b_full.eq(1)
+        group_start = Signal()
         with m.If(loaded & (beat.tag.dest == DEST_C)):
             m.d.sync += self.c_full.eq(1)
-        with m.Elif(self.cinit_load):
+        with m.Elif(group_start):
             m.d.sync += self.c_full.eq(0)
+        # The old C stays put until every PE has read it, then goes back to the loads.
+        hold = Signal(range(self.init_hold + 1))
+        with m.If(group_start):
+            m.d.sync += hold.eq(self.init_hold)
+        with m.Elif(hold != 0):
+            m.d.sync += hold.eq(hold - 1)
+        m.d.comb += self.c_taken.eq(hold == 1)
         with m.If(self.clear):
-            m.d.sync += [self.a_full.eq(0), self.b_full.eq(0), self.c_full.eq(0)]
+            m.d.sync += [self.a_full.eq(0), self.b_full.eq(0), self.c_full.eq(0), hold.eq(0)]
 
         # --- read: addresses now, elements one cycle later
         req = self.request
@@ -106,7 +127,8 @@ class OperandBuffers(wiring.Component):
         byte_k_d = Signal(log_bb)
         byte_j_d = Signal(exact_log2(b_word_bytes))
         m.d.sync += [step.valid.eq(req.valid), step.first.eq(req.first),
-                     step.last.eq(req.last), byte_k_d.eq(byte_k), byte_j_d.eq(byte_j)]
+                     step.last.eq(req.last), step.slot.eq(req.slot),
+                     byte_k_d.eq(byte_k), byte_j_d.eq(byte_j)]
         for i in range(p):
             word = a_rd.data[i]
             m.d.comb += step.a[i].eq(Mux(self.bf16, word.word_select(byte_k_d >> 1, 16),
@@ -117,5 +139,6 @@ class OperandBuffers(wiring.Component):
         for j in range(p):
             m.d.comb += step.b[j].eq(Mux(self.bf16, chunk16[16 * j:16 * j + 16],
                                          chunk8[8 * j:8 * j + 8]))
-        m.d.comb += self.cinit_load.eq(step.valid & step.first & self.accumulate)
+        m.d.comb += group_start.eq(step.valid & step.first & (step.slot == 0)
+                                   & self.accumulate)
         return m

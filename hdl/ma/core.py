@@ -12,11 +12,13 @@ Data flow of one command (C = A·B, or C += A·B)::
   C is checked to lie in mapped regions, so a failing command computes and writes nothing.
 * **Loads** (:class:`~hdl.ma.loads.LoadSequencer`): all of B first, then A one block of P
   rows at a time into the free half of a double buffer (and, with ACCUMULATE, the old C
-  tile), running ahead of the computation.
-* **Issue** (:class:`~hdl.ma.issue.TileIssuer`): output tiles in row-major tile order;
-  tile (it, jt) takes K cycles (at least 2·P), reading A column k and B row k.
-* **Write-back** (:class:`~hdl.ma.results.ResultPath`): each finished tile's rows go
-  through a FIFO to the row writer while the next tile computes.
+  tiles of the next group), running ahead of the computation.
+* **Issue** (:class:`~hdl.ma.issue.TileIssuer`): output tiles in groups of
+  ``INTERLEAVE`` along N, groups in row-major order; a group takes ``K·INTERLEAVE``
+  cycles (at least ``(INTERLEAVE + 1)·P``), its tiles' k-steps interleaved so that the
+  PE's pipelined binary32 adder keeps the sequential-in-k order of every sum.
+* **Write-back** (:class:`~hdl.ma.results.ResultPath`): each finished group's rows go
+  through a FIFO to the row writer while the next group computes.
 """
 
 from amaranth.hdl import Cat, Module, ResetInserter, Signal
@@ -102,9 +104,10 @@ class MatrixCore(wiring.Component):
         m.submodules.walk = walk = TatWalk()
         m.submodules.loads = loads = LoadSequencer(p)
         m.submodules.reader = reader = RowReader(self.data_width, RowTag())
-        m.submodules.buffers = buffers = OperandBuffers(p, self.data_width)
-        m.submodules.issuer = issuer = TileIssuer(p)
-        m.submodules.array = array = ResetInserter(clear)(SystolicArray(p))
+        array = SystolicArray(p)
+        m.submodules.buffers = buffers = OperandBuffers(p, self.data_width, array.init_hold)
+        m.submodules.issuer = issuer = TileIssuer(p, array.min_spacing)
+        m.submodules.array = ResetInserter(clear)(array)
         m.submodules.results = results = ResultPath(p)
         m.submodules.writer = writer = RowWriter(self.data_width, 4 * p)
 
@@ -124,11 +127,11 @@ class MatrixCore(wiring.Component):
             buffers.beat.eq(reader.beat),
             buffers.request.eq(issuer.request),
             array.step.eq(buffers.step),
-            array.cinit.eq(buffers.cinit), array.cinit_load.eq(buffers.cinit_load),
+            array.cinit.eq(buffers.cinit),
             issuer.a_full.eq(buffers.a_full), issuer.b_full.eq(buffers.b_full),
             issuer.c_full.eq(buffers.c_full),
             buffers.a_freed.eq(issuer.a_freed), loads.a_freed.eq(issuer.a_freed),
-            loads.c_taken.eq(buffers.cinit_load),
+            loads.c_taken.eq(buffers.c_taken),
             # results: array → FIFO → writer, with credits
             results.row_valid.eq(array.row_valid), results.row_index.eq(array.row_index),
             results.row.eq(array.row),

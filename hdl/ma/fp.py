@@ -1,4 +1,4 @@
-"""Combinational bf16 × bf16 → binary32 multiplier and binary32 adder of the MA.
+"""bf16 × bf16 → binary32 multiplier and binary32 adder of the MA (combinational or pipelined).
 
 Both follow the MA arithmetic contract (DESIGN.md, "bf16 mode"):
 
@@ -18,14 +18,27 @@ Why rule 2 needs no subnormal rounding here:
   is therefore exactly a subnormal and is flushed; no rounding happens there.
 
 So both units flush whenever the normalised exponent is below 1.
+
+The adder is written as four stages (:data:`F32_ADD_STAGES`): operand classification and
+swap; alignment and the significand sum; normalisation; rounding and the result select.
+:func:`f32_add` chains them combinationally; :func:`f32_add_pipelined` puts a register
+after each of the first three, so one add takes three cycles plus the caller's register
+after the last stage (the MA's PE closes its accumulation loop with that register). The
+arithmetic is the same in both: the registers only delay it.
 """
 
 from amaranth.hdl import Cat, Const, Mux, Signal
 
-__all__ = ["F32_CANONICAL_NAN", "bf16_mul", "f32_add", "int8_mac"]
+__all__ = ["F32_CANONICAL_NAN", "F32_ADD_STAGES", "bf16_mul", "f32_add", "f32_add_pipelined",
+           "int8_mac"]
 
 F32_CANONICAL_NAN = 0x7FC00000
 _F32_INF = 0x7F800000
+F32_ADD_STAGES = 4
+
+# What the first stage decided about the result, carried to the last: the datapath's
+# sum, or a special value (canonical NaN, an infinity or a zero with ``special_sign``).
+_SUM, _NAN, _INF, _ZERO = range(4)
 
 
 def _leading_zeros(m, value, width, name):
@@ -38,8 +51,23 @@ def _leading_zeros(m, value, width, name):
     return count
 
 
-def bf16_mul(m, a, b, name="mul"):
-    """Product of two bf16 bit patterns as a binary32 bit pattern (a 32-bit Signal)."""
+def _trailing_zeros(m, value, width, none, name):
+    """Number of trailing zeros of ``value`` (``width`` bits); ``none`` if it is zero."""
+    count = Signal(range(max(width, none) + 1), name=name)
+    m.d.comb += count.eq(none)
+    for bit in reversed(range(width)):  # the lowest set bit is assigned last, so it wins
+        with m.If(value[bit]):
+            m.d.comb += count.eq(bit)
+    return count
+
+
+def bf16_mul(m, a, b, name="mul", product=None):
+    """Product of two bf16 bit patterns as a binary32 bit pattern (a 32-bit Signal).
+
+    ``product``, when given, is the 16-bit product of the two significands with their
+    hidden bits (``(1.fa) × (1.fb)`` as 1.7 × 1.7 → 2.14 fixed point) computed elsewhere
+    (the PE shares one multiplier between its modes); otherwise it is computed here.
+    """
     sa, ea, fa = a[15], a[7:15], a[0:7]
     sb, eb, fb = b[15], b[7:15], b[0:7]
     sign = sa ^ sb
@@ -48,7 +76,7 @@ def bf16_mul(m, a, b, name="mul"):
     a_nan, b_nan = (ea == 0xFF) & (fa != 0), (eb == 0xFF) & (fb != 0)
 
     prod = Signal(16, name=f"{name}_prod")          # 1.7 × 1.7 → 2.14 fixed point
-    m.d.comb += prod.eq(Cat(fa, 1) * Cat(fb, 1))
+    m.d.comb += prod.eq(Cat(fa, 1) * Cat(fb, 1) if product is None else product)
     top = prod[15]
     # Biased exponent of the product; signed, 10 bits covers -126 .. 382.
     exp = Signal(range(-256, 512), name=f"{name}_exp")
@@ -69,73 +97,140 @@ def bf16_mul(m, a, b, name="mul"):
     return result
 
 
-def f32_add(m, a, b, name="add"):
-    """Sum of two binary32 bit patterns, rounded to nearest even (a 32-bit Signal)."""
+def _wire(m, name, value):
+    """A named combinational Signal of ``value``'s shape (keeps the netlist readable)."""
+    sig = Signal(value.shape(), name=name)
+    m.d.comb += sig.eq(value)
+    return sig
+
+
+def _f32_add_stages(m, a, b, name, boundary):
+    """The adder's four stages; ``boundary(values, index)`` is applied to the values that
+    cross from stage ``index`` to ``index + 1`` (a register, or nothing)."""
+    # --- stage 1: classify, order by magnitude, exponent difference
     sa, ea, fa = a[31], a[23:31], a[0:23]
     sb, eb, fb = b[31], b[23:31], b[0:23]
     a_zero, b_zero = ea == 0, eb == 0
     a_inf, b_inf = (ea == 0xFF) & (fa == 0), (eb == 0xFF) & (fb == 0)
     a_nan, b_nan = (ea == 0xFF) & (fa != 0), (eb == 0xFF) & (fb != 0)
+    kind = Signal(2, name=f"{name}_kind")
+    special_sign = Signal(name=f"{name}_ssign")
+    with m.If(a_nan | b_nan | (a_inf & b_inf & (sa != sb))):
+        m.d.comb += kind.eq(_NAN)
+    with m.Elif(a_inf):
+        m.d.comb += [kind.eq(_INF), special_sign.eq(sa)]
+    with m.Elif(b_inf):
+        m.d.comb += [kind.eq(_INF), special_sign.eq(sb)]
+    with m.Elif(a_zero & b_zero):
+        m.d.comb += [kind.eq(_ZERO), special_sign.eq(sa & sb)]  # -0 only from -0 + -0
+    with m.Else():
+        m.d.comb += kind.eq(_SUM)
+    # x is the operand of larger magnitude, y the other. A zero (or subnormal) operand is
+    # the smaller one when the other is not; its significand becomes 0, so the datapath
+    # returns x unchanged: x + 0 = x exactly.
+    swap = _wire(m, f"{name}_swap", b[0:31] > a[0:31])
+    s1 = {
+        "sx": Mux(swap, sb, sa),
+        "ex": Mux(swap, eb, ea),
+        "mx": Mux(swap, Cat(fb, 1), Cat(fa, 1)),
+        "my": Mux(a_zero | b_zero, 0, Mux(swap, Cat(fa, 1), Cat(fb, 1)))[0:24],
+        "diff": Mux(swap, eb - ea, ea - eb)[0:8],
+        "add": sa == sb,
+        "kind": kind, "special_sign": special_sign,
+    }
+    s1 = boundary(s1, 1)
 
-    # x is the operand of larger magnitude, y the other.
-    swap = Signal(name=f"{name}_swap")
-    m.d.comb += swap.eq(b[0:31] > a[0:31])
-    sx, ex = Mux(swap, sb, sa), Mux(swap, eb, ea)
-    mx, my = Mux(swap, Cat(fb, 1), Cat(fa, 1)), Mux(swap, Cat(fa, 1), Cat(fb, 1))
-    diff = Signal(8, name=f"{name}_diff")
-    m.d.comb += diff.eq(ex - Mux(swap, ea, eb))
+    # --- stage 2: align y to x (guard, round, sticky) and add
+    dist = Mux(s1["diff"] > 31, 31, s1["diff"][0:5])
     # Past a distance of 31 every bit of y is below the sticky position anyway.
-    dist = Mux(diff > 31, 31, diff[0:5])
+    # Significands with three extension bits (guard, round, sticky): 27 bits. The sticky
+    # bit is the OR of the bits of y shifted below the round position: bit q of my lands
+    # there when q <= dist - 3, i.e. when my has a set bit at or below dist - 3.
+    tz = _trailing_zeros(m, s1["my"], 24, 31, f"{name}_tz")
+    sticky = dist >= tz + 3
+    y_top = _wire(m, f"{name}_yshift", (Cat(Const(0, 2), s1["my"]) >> dist)[0:26])
+    x_ext = Cat(Const(0, 3), s1["mx"])
+    y_ext = Cat(sticky, y_top)
+    # x ± y with one adder: x - y = x + ~y + 1.
+    y_wide = Cat(y_ext, Const(0, 1))                 # 28 bits, so that ~ is mod 2**28
+    y_op = Mux(s1["add"], y_wide, ~y_wide)
+    total = _wire(m, f"{name}_sum", (x_ext + y_op + ~s1["add"])[0:28])
+    s2 = {"total": total, "sx": s1["sx"], "ex": s1["ex"],
+          "kind": s1["kind"], "special_sign": s1["special_sign"]}
+    s2 = boundary(s2, 2)
 
-    # Significands with three extension bits (guard, round, sticky): 27 bits.
-    x_ext = Cat(Const(0, 3), mx)
-    y_wide = Signal(51, name=f"{name}_ywide")       # my·2**27 >> dist
-    m.d.comb += y_wide.eq(Cat(Const(0, 27), my) >> dist)
-    y_ext = Cat(y_wide[24] | (y_wide[0:24] != 0), y_wide[25:51])
-
-    total = Signal(28, name=f"{name}_sum")
-    m.d.comb += total.eq(Mux(sa == sb, x_ext + y_ext, x_ext - y_ext))
-
-    # Normalise: a carry shifts right by one (keeping the sticky bit); a cancellation
-    # shifts left. A left shift of more than one happens only when dist <= 1, and then
-    # no bit was lost into the sticky position, so the shift is exact.
+    # --- stage 3: normalise. A carry shifts right by one (keeping the sticky bit); a
+    # cancellation shifts left. A left shift of more than one happens only when dist <= 1,
+    # and then no bit was lost into the sticky position, so the shift is exact.
+    total = s2["total"]
     lz = _leading_zeros(m, total[0:27], 27, f"{name}_lz")
     norm = Signal(27, name=f"{name}_norm")
     exp = Signal(range(-64, 512), name=f"{name}_exp")
     with m.If(total[27]):
-        m.d.comb += [norm.eq(Cat(total[0] | total[1], total[2:28])), exp.eq(ex + 1)]
+        m.d.comb += [norm.eq(Cat(total[0] | total[1], total[2:28])), exp.eq(s2["ex"] + 1)]
     with m.Else():
-        m.d.comb += [norm.eq(total[0:27] << lz), exp.eq(ex - lz)]
+        m.d.comb += [norm.eq(total[0:27] << lz), exp.eq(s2["ex"] - lz)]
+    s3 = {"norm": norm, "exp": exp, "cancel": total == 0, "sx": s2["sx"],
+          "kind": s2["kind"], "special_sign": s2["special_sign"]}
+    s3 = boundary(s3, 3)
 
+    # --- stage 4: round to nearest even, then pick the result
+    norm, exp, sx = s3["norm"], s3["exp"], s3["sx"]
     guard, rnd, sticky, lsb = norm[2], norm[1], norm[0], norm[3]
-    rounded = Signal(25, name=f"{name}_rounded")
-    m.d.comb += rounded.eq(norm[3:27] + (guard & (rnd | sticky | lsb)))
-    exp_r = Signal(range(-64, 512), name=f"{name}_expr")
-    frac_r = Mux(rounded[24], rounded[1:24], rounded[0:23])
-    m.d.comb += exp_r.eq(exp + rounded[24])
+    rounded = _wire(m, f"{name}_rounded", (norm[3:27] + (guard & (rnd | sticky | lsb)))[0:25])
+    carry = rounded[24]
+    frac_r = Mux(carry, rounded[1:24], rounded[0:23])
+    exp_r = (exp + carry)[0:8]
+    # exp + carry < 1 and exp + carry > 254, without waiting for the sum.
+    under = (exp < 0) | ((exp == 0) & ~carry)
+    over = (exp > 254) | ((exp == 254) & carry)
 
     result = Signal(32, name=name)
-    with m.If(a_nan | b_nan | (a_inf & b_inf & (sa != sb))):
-        m.d.comb += result.eq(F32_CANONICAL_NAN)
-    with m.Elif(a_inf):
-        m.d.comb += result.eq(a)
-    with m.Elif(b_inf):
-        m.d.comb += result.eq(b)
-    with m.Elif(a_zero & b_zero):
-        m.d.comb += result.eq(Cat(Const(0, 31), sa & sb))   # -0 only from -0 + -0
-    with m.Elif(a_zero):
-        m.d.comb += result.eq(b)
-    with m.Elif(b_zero):
-        m.d.comb += result.eq(a)
-    with m.Elif(total == 0):
-        m.d.comb += result.eq(0)                            # x + (-x) = +0
-    with m.Elif(exp_r < 1):
-        m.d.comb += result.eq(Cat(Const(0, 31), sx))
-    with m.Elif(exp_r > 254):
-        m.d.comb += result.eq(Cat(Const(0, 23), Const(0xFF, 8), sx))
-    with m.Else():
-        m.d.comb += result.eq(Cat(frac_r, exp_r[0:8], sx))
+    with m.Switch(s3["kind"]):
+        with m.Case(_NAN):
+            m.d.comb += result.eq(F32_CANONICAL_NAN)
+        with m.Case(_INF):
+            m.d.comb += result.eq(Cat(Const(0, 23), Const(0xFF, 8), s3["special_sign"]))
+        with m.Case(_ZERO):
+            m.d.comb += result.eq(Cat(Const(0, 31), s3["special_sign"]))
+        with m.Default():
+            with m.If(s3["cancel"]):
+                m.d.comb += result.eq(0)                            # x + (-x) = +0
+            with m.Elif(under):
+                m.d.comb += result.eq(Cat(Const(0, 31), sx))
+            with m.Elif(over):
+                m.d.comb += result.eq(Cat(Const(0, 23), Const(0xFF, 8), sx))
+            with m.Else():
+                m.d.comb += result.eq(Cat(frac_r, exp_r, sx))
     return result
+
+
+def f32_add(m, a, b, name="add"):
+    """Sum of two binary32 bit patterns, rounded to nearest even (a 32-bit Signal)."""
+    return _f32_add_stages(m, a, b, name, lambda values, index: values)
+
+
+def f32_add_pipelined(m, a, b, name="add", carry=None):
+    """:func:`f32_add` with a register after each of its first three stages.
+
+    The result (combinational out of the last stage) belongs to the operands of three
+    cycles earlier. ``carry`` maps names to values that travel alongside, delayed by the
+    same three registers; returns ``(result, carried)``.
+    """
+    carry = dict(carry or {})
+
+    def boundary(values, index):
+        delayed = {}
+        for key, value in {**values, **{f"carry_{k}": v for k, v in carry.items()}}.items():
+            reg = Signal(value.shape(), name=f"{name}_s{index}_{key}")
+            m.d.sync += reg.eq(value)
+            delayed[key] = reg
+        for key in list(carry):
+            carry[key] = delayed.pop(f"carry_{key}")
+        return delayed
+
+    result = _f32_add_stages(m, a, b, name, boundary)
+    return result, carry
 
 
 def int8_mac(acc, a, b):

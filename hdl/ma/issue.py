@@ -1,28 +1,40 @@
 """The tile issuer: which k-step of which output tile enters the array, and when."""
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
+from amaranth.utils import exact_log2
 
-from hdl.ma.layouts import MAX_DIM, MaCommandLayout, StepRequestLayout, tile_counts
+from hdl.ma.layouts import (
+    INTERLEAVE,
+    MAX_DIM,
+    MaCommandLayout,
+    StepRequestLayout,
+    group_count,
+    tile_counts,
+)
 
 __all__ = ["TileIssuer"]
 
 
 class TileIssuer(wiring.Component):
-    """Walks the output tiles in row-major tile order, one k-step a cycle.
+    """Walks the output tiles in groups of ``INTERLEAVE`` (row-major: the groups of tile
+    row 0, then of tile row 1, …), one k-step a cycle, the group's tiles interleaved.
 
-    A tile starts when B and its A block (and, with ACCUMULATE, its old-C tile) are
-    loaded, the result path has ``room`` for P rows (the start pulses ``reserve``), and
-    at least ``2·P`` cycles after the previous tile's start (the array's spacing rule);
-    it then runs its K steps on consecutive cycles. After the last step of a block's last
-    tile, ``a_freed`` gives that A half back. ``issued_all`` stays high once every tile
-    has been issued, until ``run`` falls.
+    Group (it, g) holds tiles jt = g·INTERLEAVE + s, s = 0..INTERLEAVE-1 (slots); a slot
+    past the last tile of a row still runs (its results are dropped on the way out), so
+    the steps of a group are always ``K·INTERLEAVE`` consecutive cycles: k-major, step k
+    of slot 0, 1, …, then step k + 1. A group starts when B and its A block (and, with
+    ACCUMULATE, its old-C tiles) are loaded, the result path has ``room`` for the group's
+    rows (the start pulses ``reserve``), and at least ``min_spacing`` cycles after the
+    previous group's start (the array's spacing rule). After the last step of a block's
+    last group, ``a_freed`` gives that A half back. ``issued_all`` stays high once every
+    group has been issued, until ``run`` falls.
     """
 
-    def __init__(self, p):
+    def __init__(self, p, min_spacing):
         self.p = p
-        self.min_spacing = 2 * p
+        self.min_spacing = min_spacing
         super().__init__({
             "run": In(1),
             "cmd": In(MaCommandLayout()),
@@ -40,8 +52,10 @@ class TileIssuer(wiring.Component):
         m = Module()
         p, cmd = self.p, self.cmd
         m_tiles, n_tiles = tile_counts(cmd, p)
+        n_groups = group_count(n_tiles, INTERLEAVE)
         it = Signal(range(MAX_DIM // p + 1))
-        jt = Signal(range(MAX_DIM // p + 1))
+        g = Signal(range(MAX_DIM // p + 1))
+        slot = Signal(range(INTERLEAVE))
         k = Signal(range(MAX_DIM))
         issuing = Signal()
         since = Signal(range(self.min_spacing + 1), init=self.min_spacing)
@@ -53,27 +67,30 @@ class TileIssuer(wiring.Component):
                              & (~cmd.accumulate | self.c_full) & self.room
                              & (since == self.min_spacing))
         step = start | issuing
-        last_step = k == cmd.k - 1
-        m.d.comb += [self.request.valid.eq(step), self.request.first.eq(start),
-                     self.request.last.eq(last_step), self.request.k.eq(k),
-                     self.request.jt.eq(jt), self.request.half.eq(half)]
+        last_k = k == cmd.k - 1
+        last_slot = slot == INTERLEAVE - 1
+        m.d.comb += [self.request.valid.eq(step), self.request.first.eq(step & (k == 0)),
+                     self.request.last.eq(last_k), self.request.k.eq(k),
+                     self.request.jt.eq(Cat(slot, g)[:len(self.request.jt)]),
+                     self.request.slot.eq(slot), self.request.half.eq(half)]
+        assert INTERLEAVE == 1 << exact_log2(INTERLEAVE)
         with m.If(start):
             m.d.sync += since.eq(1)
         with m.Elif(since != self.min_spacing):
             m.d.sync += since.eq(since + 1)
 
         with m.If(step):
-            m.d.sync += k.eq(k + 1)
-            with m.If(last_step):
-                m.d.sync += [k.eq(0), issuing.eq(0), jt.eq(jt + 1)]
-                with m.If(jt == n_tiles - 1):
-                    m.d.sync += [jt.eq(0), it.eq(it + 1)]
-                    m.d.comb += self.a_freed.eq(1 << half)
-                    with m.If(it == m_tiles - 1):
-                        m.d.sync += self.issued_all.eq(1)
-            with m.Else():
-                m.d.sync += issuing.eq(1)
+            m.d.sync += [slot.eq(slot + 1), issuing.eq(1)]
+            with m.If(last_slot):
+                m.d.sync += k.eq(k + 1)
+                with m.If(last_k):
+                    m.d.sync += [k.eq(0), issuing.eq(0), g.eq(g + 1)]
+                    with m.If(g == n_groups - 1):
+                        m.d.sync += [g.eq(0), it.eq(it + 1)]
+                        m.d.comb += self.a_freed.eq(1 << half)
+                        with m.If(it == m_tiles - 1):
+                            m.d.sync += self.issued_all.eq(1)
         with m.If(~self.run):
-            m.d.sync += [k.eq(0), issuing.eq(0), jt.eq(0), it.eq(0), self.issued_all.eq(0),
-                         since.eq(self.min_spacing)]
+            m.d.sync += [k.eq(0), slot.eq(0), issuing.eq(0), g.eq(0), it.eq(0),
+                         self.issued_all.eq(0), since.eq(self.min_spacing)]
         return m

@@ -5,12 +5,18 @@ from amaranth.lib import data
 from amaranth.utils import exact_log2
 
 from hdl.codes import MaMode
+from hdl.ma.fp import F32_ADD_STAGES
 
-__all__ = ["MAX_DIM", "ROW_BYTES", "DEST_A", "DEST_B", "DEST_C", "MaCommandLayout",
+__all__ = ["MAX_DIM", "INTERLEAVE", "ROW_BYTES", "DEST_A", "DEST_B", "DEST_C", "MaCommandLayout",
            "RowTag", "StepRequestLayout", "check_parameters", "element_shift", "tile_counts",
+           "group_count",
            "clamp"]
 
 MAX_DIM = 128                    # the largest M, K, N
+# Output tiles that go through the array together, their k-steps interleaved: the PE's
+# accumulation loop (the binary32 adder) is this many registers long, and each tile's
+# partial sum comes round once every INTERLEAVE cycles.
+INTERLEAVE = F32_ADD_STAGES
 ROW_BYTES = 2 * MAX_DIM          # the longest A or B row: 128 bf16 elements
 VALID_P = (2, 4, 8, 16, 32)
 VALID_DATA_WIDTH = (64, 128, 256, 512)
@@ -38,16 +44,17 @@ class MaCommandLayout(data.StructLayout):
 
 
 class RowTag(data.StructLayout):
-    """What the row reader hands back with a row's data: where the row goes."""
+    """What the row reader hands back with a row's data: where the row goes (``slot``:
+    an old-C tile's place in its group of interleaved tiles)."""
     def __init__(self):
-        super().__init__({"dest": 2, "row": 7, "half": 1, "group_last": 1})
+        super().__init__({"dest": 2, "row": 7, "half": 1, "slot": range(INTERLEAVE), "group_last": 1})
 
 
 class StepRequestLayout(data.StructLayout):
     """One k-step of a tile, as the issuer asks the operand buffers for it."""
     def __init__(self, p):
         super().__init__({"valid": 1, "first": 1, "last": 1, "k": range(MAX_DIM),
-                          "jt": range(MAX_DIM // p + 1), "half": 1})
+                          "jt": range(MAX_DIM // p + 1), "slot": range(INTERLEAVE), "half": 1})
 
 
 def element_shift(cmd):
@@ -59,6 +66,12 @@ def tile_counts(cmd, p):
     """Tiles along M and along N: ceil(M / P), ceil(N / P)."""
     log_p = exact_log2(p)
     return (cmd.m + p - 1) >> log_p, (cmd.n + p - 1) >> log_p
+
+
+def group_count(n_tiles, interleave):
+    """Groups of ``interleave`` tiles along N: ceil(n_tiles / interleave)."""
+    log_r = exact_log2(interleave)
+    return (n_tiles + interleave - 1) >> log_r
 
 
 def clamp(value, limit):

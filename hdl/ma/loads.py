@@ -12,6 +12,7 @@ from hdl.ma.layouts import (
     DEST_A,
     DEST_B,
     DEST_C,
+    INTERLEAVE,
     MAX_DIM,
     MaCommandLayout,
     RowTag,
@@ -24,11 +25,12 @@ __all__ = ["LoadSequencer"]
 
 
 class LoadSequencer(wiring.Component):
-    """Asks for all of B, then each A block and (with ACCUMULATE) each old-C tile, in the
-    order the tiles are issued, each as soon as its buffer is free.
+    """Asks for all of B, then each A block and (with ACCUMULATE) the old-C tiles of each
+    group of interleaved tiles, in the order the groups are issued, each as soon as its
+    buffer is free.
 
     ``request`` is the row reader's command stream. An A half is in use from its first
-    row request until ``a_freed`` names it (its last tile issued); the old-C tile register
+    row request until ``a_freed`` names it (its last group issued); the old-C register
     from its first row request until ``c_taken``. Everything returns to idle when
     ``run`` falls.
     """
@@ -61,15 +63,19 @@ class LoadSequencer(wiring.Component):
         half = it[0]
         last_block = it == m_tiles - 1
         last_row = row == block_rows - 1
+        # An old-C group is the tiles of one group of interleaved tiles (the issuer's).
+        log_r = exact_log2(INTERLEAVE)
+        group_end = (jt[:log_r] == INTERLEAVE - 1) | (jt == n_tiles - 1)
 
         req, tag = self.request, Signal(RowTag())
         m.d.comb += req.payload.tag.eq(tag)
         accepted = req.valid & req.ready
 
-        def ask(dest, addr, nbytes, group_last, row_half=0):
+        def ask(dest, addr, nbytes, group_last, row_half=0, slot=0):
             m.d.comb += [req.valid.eq(1), req.payload.addr.eq(addr),
                          req.payload.nbytes.eq(nbytes), tag.dest.eq(dest), tag.row.eq(row),
-                         tag.half.eq(row_half), tag.group_last.eq(group_last)]
+                         tag.half.eq(row_half), tag.slot.eq(slot),
+                         tag.group_last.eq(group_last)]
 
         @contextmanager
         def state(name):
@@ -114,12 +120,15 @@ class LoadSequencer(wiring.Component):
                     m.d.sync += c_row_addr.eq(c_block_addr + (jt << (log_p + 2)))
                     m.next = "C"
             with state("C"):
-                ask(DEST_C, c_row_addr, tile_bytes, last_row)
+                ask(DEST_C, c_row_addr, tile_bytes, last_row & group_end, slot=jt[:log_r])
                 with m.If(accepted):
                     m.d.sync += [row.eq(row + 1), c_row_addr.eq(c_row_addr + cmd.ldc)]
                     with m.If(last_row):
                         m.d.sync += [row.eq(0), jt.eq(jt + 1)]
-                        with m.If(jt != n_tiles - 1):
+                        with m.If(~group_end):
+                            # the group's next tile, at once
+                            m.d.sync += c_row_addr.eq(c_block_addr + ((jt + 1) << (log_p + 2)))
+                        with m.Elif(jt != n_tiles - 1):
                             m.next = "C_WAIT"
                         with m.Elif(last_block):
                             m.next = "DONE"

@@ -9,7 +9,7 @@ import pytest
 
 from golden import ma_latency
 from golden.ma_latency import MaCommand, ma_cycles
-from hdl.ma.array import PE_LATENCY, SystolicArray
+from hdl.ma.array import PE_LATENCY, array_timing
 from hdl.ma.layouts import INTERLEAVE
 from tests.test_ma_core import layout, run_core
 
@@ -42,10 +42,10 @@ def test_model_within_two_percent(seed):
 def test_model_constants_follow_the_array(p):
     """The model's view of the array (it may not import the RTL) is the array's own:
     group size, PE pipeline depth, drain delay and how long old C is held."""
-    array = SystolicArray(p)
+    min_spacing, drain_delay, init_hold = array_timing(p)
     assert ma_latency.INTERLEAVE == INTERLEAVE
     assert ma_latency.PE_LATENCY == PE_LATENCY
     # The operand buffer's register, then the array's drain delay.
-    assert 1 + array.drain_delay == 2 * p + ma_latency.DRAIN_OFFSET
-    assert array.init_hold == 2 * p + INTERLEAVE + ma_latency.INIT_HOLD_OFFSET
-    assert array.min_spacing == (INTERLEAVE + 1) * p
+    assert 1 + drain_delay == 2 * p + ma_latency.DRAIN_OFFSET
+    assert init_hold == 2 * p + INTERLEAVE + ma_latency.INIT_HOLD_OFFSET
+    assert min_spacing == (INTERLEAVE + 1) * p

@@ -8,7 +8,7 @@ from hdl.ma.fp import F32_ADD_STAGES, bf16_mul, f32_add_pipelined
 from hdl.ma.layouts import INTERLEAVE
 
 __all__ = ["INTERLEAVE", "PRODUCT_STAGES", "PE_LATENCY", "FlagsLayout", "StepLayout",
-           "ProcessingElement", "SystolicArray"]
+           "ProcessingElement", "SystolicArray", "array_timing"]
 
 PRODUCT_STAGES = 2      # multiplier register, product register (outside the loop)
 # From the cycle a step is in a PE's input registers to the cycle its sum is in the
@@ -112,6 +112,19 @@ class ProcessingElement(wiring.Component):
         return m
 
 
+def array_timing(p):
+    """``(min_spacing, drain_delay, init_hold)`` of a P×P array (see SystolicArray)."""
+    min_spacing = (INTERLEAVE + 1) * p
+    # The corner PE(P-1, P-1) sees a step 2P-1 cycles after it entered; its sum is in
+    # the accumulator PE_LATENCY later; the read-out starts the cycle after and its rows
+    # are registered once more.
+    drain_delay = 2 * p - 1 + PE_LATENCY + 2
+    # The last PE reads its init words (at the latest) PRODUCT_STAGES cycles after its
+    # last slot's first step reached it.
+    init_hold = 2 * p - 1 + INTERLEAVE - 1 + PRODUCT_STAGES
+    return min_spacing, drain_delay, init_hold
+
+
 class SystolicArray(wiring.Component):
     """P×P processing elements; PE(i, j) owns C[i0 + i, j0 + j] of each tile of a group.
 
@@ -145,14 +158,7 @@ class SystolicArray(wiring.Component):
         if not isinstance(p, int) or not 2 <= p <= 32:
             raise ValueError(f"P must be an integer in 2..32, not {p!r}")
         self.p = p
-        self.min_spacing = (INTERLEAVE + 1) * p
-        # The corner PE(P-1, P-1) sees a step 2P-1 cycles after it entered; its sum is in
-        # the accumulator PE_LATENCY later; the read-out starts the cycle after and its
-        # rows are registered once more.
-        self.drain_delay = 2 * p - 1 + PE_LATENCY + 2
-        # The last PE reads its init words (at the latest) PRODUCT_STAGES cycles after
-        # its last slot's first step reached it.
-        self.init_hold = 2 * p - 1 + INTERLEAVE - 1 + PRODUCT_STAGES
+        self.min_spacing, self.drain_delay, self.init_hold = array_timing(p)
         super().__init__({
             "bf16": In(1),
             "accumulate": In(1),

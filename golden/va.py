@@ -667,6 +667,11 @@ def _index_ranges(cmd, mem):
     n, es = cmd.length, 1 << cmd.esize
     op = VaOpcode(cmd.op)
     if op == VaOpcode.GATHER_CSR:
+        # The source matrix (ROWS rows of INDEX_LIMIT columns) must lie below 2**48.
+        span = (max(cmd.rows - 1, 0) * cmd.row_stride
+                + max(cmd.index_limit - 1, 0) * cmd.stride + es)
+        if cmd.src + span > ADDRESS_LIMIT:
+            return None, (ErrorCode.BAD_COMMAND, cmd.src)
         rp = _load(mem, cmd.src2, cmd.rows + 1, np.int32).astype(np.int64)
         col = _load(mem, cmd.src3, n, np.int32).astype(np.int64)
         if np.any(np.diff(rp) < 0) or rp[0] != 0 or rp[-1] != n:
@@ -692,10 +697,13 @@ def execute(cmd, mem, lanes=32):
 
     Returns ``(ErrorCode, err_addr)``. On an error ``mem`` is unchanged. Checks, in order:
     BAD_COMMAND (opcode, length, k, element size, odd RoPE length, a CLAMP bound NaN
-    or ``lo > hi``; a range or an indexed
-    address reaching 2**48; an index below -1 or at/above ``index_limit``, a CSR row pointer
-    sequence not rising from 0 to ``length``), MISALIGNED (an address or stride not a
-    multiple of its element size; ERR_ADDR = that register's value).
+    or ``lo > hi``; a range reaching 2**48), MISALIGNED (an address or stride not a
+    multiple of its element size, then the indexed forms' base and the CSR row stride;
+    ERR_ADDR = that register's value), then the indexed forms' data: BAD_COMMAND for the
+    CSR source matrix reaching 2**48 (ERR_ADDR = SRC), a CSR row pointer sequence not
+    rising from 0 to ``length`` (SRC2), an index below -1 (CSR: 0) or at/above
+    ``index_limit``, then an indexed address reaching 2**48 (the first such index's
+    address).
     """
     if not _shape_ok(cmd):
         return ErrorCode.BAD_COMMAND, 0
@@ -711,6 +719,12 @@ def execute(cmd, mem, lanes=32):
     if op in (VaOpcode.GATHER, VaOpcode.SCATTER, VaOpcode.GATHER_IDX, VaOpcode.SCATTER_IDX,
               VaOpcode.GATHER_CSR) and cmd.stride % es:
         return ErrorCode.MISALIGNED, cmd.stride
+    if op in (VaOpcode.GATHER_IDX, VaOpcode.SCATTER_IDX, VaOpcode.GATHER_CSR):
+        base = cmd.dst if op == VaOpcode.SCATTER_IDX else cmd.src
+        if base % es:       # elements at base + idx·stride would straddle bus words
+            return ErrorCode.MISALIGNED, base & 0xFFFFFFFF
+        if op == VaOpcode.GATHER_CSR and cmd.row_stride % es:
+            return ErrorCode.MISALIGNED, cmd.row_stride
     if op in (VaOpcode.GATHER_IDX, VaOpcode.SCATTER_IDX, VaOpcode.GATHER_CSR):
         addrs, err = _index_ranges(cmd, mem)
         if err:

@@ -13,6 +13,7 @@ import pytest
 from golden.fp import bf16_to_f32, float_to_bf16_rne
 from golden.va import (
     MAX_K,
+    MemoryWindow,
     VaCommand,
     add_bf16,
     bf16_in,
@@ -379,6 +380,39 @@ def test_execute_bad_commands_write_nothing(case, code):
     cmd = VaCommand(**{"dst": 512, **case})
     assert execute(cmd, mem)[0] == code
     assert np.array_equal(mem, before)
+
+
+@pytest.mark.parametrize("case, code, err_addr", [
+    # The indexed forms' base must be element-aligned (an element must not straddle
+    # bus words), and so must the CSR row stride.
+    (dict(op=VaOpcode.GATHER_IDX, src=1, esize=1), ErrorCode.MISALIGNED, 1),
+    (dict(op=VaOpcode.SCATTER_IDX, src=256, dst=6, esize=2), ErrorCode.MISALIGNED, 6),
+    (dict(op=VaOpcode.GATHER_CSR, src3=64, rows=1, row_stride=3, esize=1),
+     ErrorCode.MISALIGNED, 3),
+    # The CSR source matrix (ROWS x INDEX_LIMIT) must lie below 2**48, whatever the
+    # columns are.
+    (dict(op=VaOpcode.GATHER_CSR, src=(1 << 48) - 40, src3=64, rows=2, row_stride=16,
+          stride=8, index_limit=4), ErrorCode.BAD_COMMAND, ((1 << 48) - 40) & 0xFFFFFFFF),
+    (dict(op=VaOpcode.GATHER_CSR, src=(1 << 48) - 44, src3=64, rows=2, row_stride=16,
+          stride=8, index_limit=4), ErrorCode.NONE, 0),
+])
+def test_execute_indexed_base_and_extent(case, code, err_addr):
+    low = np.zeros(1024, np.uint8)
+    low[0:16] = np.array([0, 1, 2, 3], np.int32).view(np.uint8)     # indices, row pointers
+    low[64:80] = np.array([0, 3, 1, 2], np.int32).view(np.uint8)    # columns
+    if case["op"] == VaOpcode.GATHER_CSR:
+        low[0:12] = np.array([0, 2, 4], np.int32).view(np.uint8)
+    high = MemoryWindow((1 << 48) - 4096, np.zeros(4096, np.uint8))
+
+    class TwoWindows:           # the first KiB and the last 4 KiB below 2**48
+        def __getitem__(self, key):
+            return (high if key.start >= high.origin else low)[key]
+
+        def __setitem__(self, key, value):
+            (high if key.start >= high.origin else low)[key] = value
+
+    cmd = VaCommand(**{"length": 4, "src2": 0, "dst": 512, "index_limit": 4, **case})
+    assert execute(cmd, TwoWindows()) == (code, err_addr)
 
 
 def test_execute_every_arithmetic_command_matches_functions():

@@ -17,7 +17,7 @@ from amaranth.lib.wiring import In, Out
 
 from hdl.codes import VaOpcode
 from hdl.ma.fp import F32_CANONICAL_NAN, f32_add
-from hdl.va.functions import LN2_Q, exp_f32, f32_mul, normalize_trunc, recip_table, rsqrt_f32
+from hdl.va.functions import LN2_Q, exp_f32, f32_mul, lockstep_valids, normalize_trunc, recip_table, rsqrt_f32
 from hdl.va.lanes import f32_to_bf16
 
 __all__ = ["EXT_OPCODES", "ln_table", "ln_fixed", "bf16_key", "clamp_bounds_ok", "ExtUnit"]
@@ -100,12 +100,7 @@ class ExtUnit(wiring.Component):
         m = Module()
         lanes = self.data_width // 16
         vec = data.ArrayLayout(16, lanes)
-        advance = ~self.o.valid | self.o.ready
-        m.d.comb += self.i.ready.eq(advance)
-        valid = [Signal(name=f"valid{k}") for k in range(2)]
-        with m.If(advance):
-            m.d.sync += [valid[0].eq(self.i.valid), valid[1].eq(valid[0]),
-                         self.o.valid.eq(valid[1])]
+        advance = lockstep_valids(m, self.i, self.o, stages=3)
         lo, hi = _flush16(self.scalar[:16]), _flush16(self.scalar[16:32])
         words_in = Signal(vec)
         m.d.comb += words_in.eq(self.i.payload)

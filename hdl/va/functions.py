@@ -275,6 +275,19 @@ _RECIP = recip_table()
 _RSQRT = rsqrt_table()
 
 
+def lockstep_valids(m, i, o, stages):
+    """The valid bits of a pipeline whose ``stages`` register stages advance together, from
+    stream ``i`` to stream ``o`` (the last stage's register is ``o.valid``): every stage moves
+    when the output is free. Returns that ``advance`` signal, which the pipeline's data
+    registers use as their enable."""
+    advance = ~o.valid | o.ready
+    m.d.comb += i.ready.eq(advance)
+    valid = [Signal(name=f"valid{k}") for k in range(stages - 1)]
+    with m.If(advance):
+        m.d.sync += [a.eq(b) for a, b in zip([*valid, o.valid], [i.valid, *valid], strict=True)]
+    return advance
+
+
 class UnaryUnit(wiring.Component):
     """The element pipeline of the function commands, ``data_width / 16`` bf16 lanes
     (golden.va): EXP, SILU, SOFTMAX's ``exp(x - m)`` and ``e · c``, RMSNORM's
@@ -309,13 +322,7 @@ class UnaryUnit(wiring.Component):
         m = Module()
         lanes = self.data_width // 16
         vec = data.ArrayLayout(16, lanes)
-        advance = ~self.o.valid | self.o.ready
-        m.d.comb += self.i.ready.eq(advance)
-        valid = [Signal(name=f"valid{k}") for k in range(4)]
-        with m.If(advance):
-            m.d.sync += [valid[0].eq(self.i.valid), valid[1].eq(valid[0]),
-                         valid[2].eq(valid[1]), valid[3].eq(valid[2]),
-                         self.o.valid.eq(valid[3])]
+        advance = lockstep_valids(m, self.i, self.o, stages=5)
         op = self.op
         silu = op == VaOpcode.SILU
         softmax = op == VaOpcode.SOFTMAX

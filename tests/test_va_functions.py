@@ -85,13 +85,6 @@ def test_exp(seed, bias):
     check("exp_f32", got, golden.exp_f32(x, bias), x)
 
 
-def test_tables_match_the_golden_model():
-    """Built independently on both sides, by the same exact formulas."""
-    assert functions.exp2_table() == golden.exp2_table()
-    assert functions.recip_table() == golden.recip_table()
-    assert functions.rsqrt_table() == golden.rsqrt_table()
-
-
 @pytest.mark.parametrize("seed", range(3), ids=lambda s: f"seed{s}")
 def test_rsqrt(seed):
     x = inputs(seed)

@@ -5,36 +5,24 @@ These three commands extend DESIGN.md's VA list (the project lead's decision, fo
 those of :mod:`golden.va` (its module docstring documents them and their error bounds):
 SOFTPLUS is the exp unit, one binary32 add and a table + quadratic fixed-point logarithm;
 SQRT is ``x · rsqrt(x)`` with :func:`hdl.va.functions.rsqrt_f32`; CLAMP compares bf16
-values. The logarithm's table is computed here again by the same exact formula, so the
-RTL does not inherit a table from the model it is checked against.
+values. The logarithm's table and the constants are the golden model's
+(:func:`golden.va.ln_table`, checked in ``tests/test_golden_va.py`` against its definition).
 """
-
-from decimal import ROUND_HALF_UP, Decimal, localcontext
 
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from golden.va import BF16_NAN, F32_ONE, FIX, LN2_Q, ln_table, recip_table
 from hdl.codes import VaOpcode
 from hdl.ma.fp import F32_CANONICAL_NAN, f32_add
-from hdl.va.functions import LN2_Q, exp_f32, f32_mul, lockstep_valids, normalize_trunc, recip_table, rsqrt_f32
+from hdl.va.functions import exp_f32, f32_mul, lockstep_valids, normalize_trunc, rsqrt_f32
 from hdl.va.lanes import f32_to_bf16
 
-__all__ = ["EXT_OPCODES", "ln_table", "ln_fixed", "bf16_key", "clamp_bounds_ok", "ExtUnit"]
+__all__ = ["EXT_OPCODES", "ln_fixed", "bf16_key", "clamp_bounds_ok", "ExtUnit"]
 
 EXT_OPCODES = (VaOpcode.CLAMP, VaOpcode.SOFTPLUS, VaOpcode.SQRT)
-FIX = 30
-F32_ONE = 0x3F800000
-BF16_NAN = 0x7FC0
 
-
-def ln_table():
-    """round(ln(2**30 / R[i]) · 2**30) for the reciprocal table R (60-digit decimal)."""
-    with localcontext() as ctx:
-        ctx.prec = 60
-        one = Decimal(1 << FIX)
-        return [int((-(Decimal(r) / one).ln() * one).to_integral_value(ROUND_HALF_UP))
-                for r in recip_table()]
 
 
 _RECIP = recip_table()

@@ -1,8 +1,9 @@
 """The VA's approximated functions: exp, reciprocal, SiLU, and a binary32 multiplier.
 
 The algorithms are those of :mod:`golden.va` (its module docstring documents them and
-their error bounds); the tables are computed here again, by the same exact integer
-formulas, so the RTL does not inherit a table from the model it is checked against.
+their error bounds). Their tables and fixed-point constants are the golden model's
+(:func:`golden.va.exp2_table`, ...), which ``tests/test_golden_va.py`` checks against
+their mathematical definitions: the ROM contents are written once.
 All helpers are combinational and return Signals.
 """
 
@@ -10,43 +11,18 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from golden.va import F32_2M64, F32_ONE, FIX, LN2_Q, LOG2E_Q, exp2_table, recip_table, rsqrt_table
 from hdl.codes import VaOpcode
 from hdl.ma.fp import F32_CANONICAL_NAN, f32_add
 from hdl.va.lanes import f32_to_bf16
 
-__all__ = ["LOG2E_Q", "LN2_Q", "exp2_table", "recip_table", "rsqrt_table", "f32_mul",
+__all__ = ["f32_mul",
            "exp_f32", "recip_f32", "rsqrt_f32", "int32_to_f32", "f32_to_int8",
            "normalize_trunc", "UnaryUnit"]
 
-LOG2E_Q = 1549082005        # round(log2(e) · 2**30)
-LN2_Q = 744261118           # round(ln(2) · 2**30)
-FIX = 30
-F32_ONE = 0x3F800000
-F32_2M64 = 0x1F800000       # 2**-64
 
 
-def exp2_table():
-    """round(2**(i/256) · 2**30), i = 0..255, by integer 256th roots."""
-    return [(_root256(31 * 256 + i) + 1) >> 1 for i in range(256)]
 
-
-def _root256(power):
-    """floor(2**(power/256)) for 31·256 <= power < 32·256: the largest y with
-    y**256 <= 2**power."""
-    lo, hi = 1 << 31, 1 << 32
-    target = 1 << power
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if mid ** 256 <= target:
-            lo = mid
-        else:
-            hi = mid
-    return lo
-
-
-def recip_table():
-    """round(2**30 / (1 + (i + 0.5)/256)), i = 0..255."""
-    return [(((1 << 40) // (513 + 2 * i)) + 1) >> 1 for i in range(256)]
 
 
 def _leading_one(m, value, width, name):
@@ -182,13 +158,6 @@ def recip_f32(m, x, name):
         m.d.comb += out.eq(core)
     return out
 
-
-def rsqrt_table():
-    """round(2**30 / sqrt((1 + (j + 0.5)/128) · (1 + odd))), by integer square roots;
-    ``[odd][j]`` for odd in (0, 1), j = 0..127."""
-    import math
-    return [[(math.isqrt((1 << 70) // ((257 + 2 * j) * (1 + odd))) + 1) >> 1
-             for j in range(128)] for odd in (0, 1)]
 
 
 def rsqrt_f32(m, x, name):

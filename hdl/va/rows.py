@@ -32,9 +32,10 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
+from golden.va import FIX, MAX_K, MAX_LENGTH, RECIP_127, SUM_FRAC
 from hdl.codes import VaOpcode
 from hdl.ma.fp import F32_CANONICAL_NAN, bf16_mul, f32_add
-from hdl.va.functions import FIX, UnaryUnit, f32_mul, normalize_trunc, recip_f32, rsqrt_f32
+from hdl.va.functions import UnaryUnit, f32_mul, normalize_trunc, recip_f32, rsqrt_f32
 from hdl.va.lanes import f32_to_bf16, order_key
 
 __all__ = ["ROW_OPCODES", "RowUnit", "RopeLanes", "MAX_K"]
@@ -43,11 +44,7 @@ ROW_OPCODES = (VaOpcode.EXP, VaOpcode.SILU, VaOpcode.DEQUANTIZE, VaOpcode.SOFTMA
                VaOpcode.RMSNORM, VaOpcode.QUANTIZE, VaOpcode.TOPK, VaOpcode.ROPE)
 """The commands :class:`RowUnit` runs."""
 
-MAX_K = 8
-SUM_FRAC = 40               # fraction bits of the exact sums (golden.va.SUM_FRAC)
 SUM_BITS = 58               # 65 536 terms below 2**41
-RECIP_127 = 0x3C010204
-MAX_LENGTH = 65536
 
 assert FIX == 30
 

@@ -14,6 +14,7 @@ Data flow of one command::
       OperandReader ─► Realign ─► ExtUnit (hdl.va.extfunc) ─► StreamWriter
     strided SCATTER:
       OperandReader ─► Realign ─► StridedScatter (one write per element, many in flight)
+    GATHER_IDX, SCATTER_IDX, GATHER_CSR: IndexedMover (its own memory port; hdl/va/indexed.py)
 
 Both paths read through one memory port (``rd_req`` / ``rd_resp``, the running
 command's path owns it) and write through the :class:`~hdl.va.streams.StreamWriter`.
@@ -28,6 +29,7 @@ from hdl.codes import ErrorCode, VaOpcode
 from hdl.common.memport import PHYS_ADDR_BITS, MemPortSignature
 from hdl.va.extfunc import EXT_OPCODES, ExtUnit, clamp_bounds_ok
 from hdl.va.gather import StridedGather
+from hdl.va.indexed import INDEXED_OPCODES, IndexedMover
 from hdl.va.lanes import LaneEngine
 from hdl.va.rows import MAX_K, ROW_OPCODES, RowUnit
 from hdl.va.scatter import StridedScatter
@@ -49,7 +51,7 @@ VALID_DATA_WIDTH = (64, 128, 256, 512)
 RTL_OPCODES = (VaOpcode.GATHER, VaOpcode.SCATTER, VaOpcode.ADD, VaOpcode.MUL, VaOpcode.SCALE,
                VaOpcode.EXP, VaOpcode.SILU, VaOpcode.SUM, VaOpcode.MAX, VaOpcode.SOFTMAX,
                VaOpcode.RMSNORM, VaOpcode.QUANTIZE, VaOpcode.DEQUANTIZE, VaOpcode.TOPK,
-               VaOpcode.ROPE) + EXT_OPCODES
+               VaOpcode.ROPE, *INDEXED_OPCODES) + EXT_OPCODES
 """The commands this RTL runs; START refuses the others with BAD_COMMAND."""
 
 
@@ -72,6 +74,7 @@ class VaCommandLayout(data.StructLayout):
             "src": PHYS_ADDR_BITS, "src2": PHYS_ADDR_BITS, "dst": PHYS_ADDR_BITS,
             "stride": 32, "scalar": 32,
             "dst2": PHYS_ADDR_BITS, "k": 32, "src3": PHYS_ADDR_BITS, "split_half": 1,
+            "index_limit": 32, "rows": 32, "row_stride": 32,
         })
 
 
@@ -106,7 +109,9 @@ class VectorCore(wiring.Component):
         m.d.comb += known.eq(Cat(*(cmd.op == op for op in RTL_OPCODES)).any())
         gather = cmd.op == VaOpcode.GATHER
         scatter = cmd.op == VaOpcode.SCATTER
-        moves = gather | scatter
+        gidx, sidx = cmd.op == VaOpcode.GATHER_IDX, cmd.op == VaOpcode.SCATTER_IDX
+        csr = cmd.op == VaOpcode.GATHER_CSR
+        moves = gather | scatter | gidx | sidx | csr
         is_sum, is_max = cmd.op == VaOpcode.SUM, cmd.op == VaOpcode.MAX
         two = (cmd.op == VaOpcode.ADD) | (cmd.op == VaOpcode.MUL)
         rms, topk = cmd.op == VaOpcode.RMSNORM, cmd.op == VaOpcode.TOPK
@@ -135,6 +140,12 @@ class VectorCore(wiring.Component):
             (cmd.dst, cmd.k[:4] << 1, 1, topk),
             (cmd.dst2, 4, 3, quant),
             (cmd.dst2, cmd.k[:4] << 2, 3, topk),
+            (cmd.src2, n << 2, 3, gidx | sidx),
+            (cmd.dst, n << cmd.esize, size - 1, gidx),
+            (cmd.src, n << cmd.esize, size - 1, sidx),
+            (cmd.src2, (cmd.rows + 1) << 2, 3, csr),
+            (cmd.src3, n << 2, 3, csr),
+            (cmd.dst, n << cmd.esize, size - 1, csr),
         ]
         bad_shape = (~known | (cmd.length == 0) | (cmd.length > MAX_LENGTH)
                      | (moves & (cmd.esize == 3))
@@ -154,6 +165,14 @@ class VectorCore(wiring.Component):
         with m.Elif(moves & ((cmd.stride & (size - 1)) != 0)):
             m.d.comb += [self.refuse_code.eq(ErrorCode.MISALIGNED),
                          self.refuse_addr.eq(cmd.stride)]
+        # The indexed forms' base (elements must not straddle bus words) and row stride.
+        base = Mux(sidx, cmd.dst, cmd.src)
+        with m.Elif((gidx | sidx | csr) & ((base & (size - 1)) != 0)):
+            m.d.comb += [self.refuse_code.eq(ErrorCode.MISALIGNED),
+                         self.refuse_addr.eq(base[:32])]
+        with m.Elif(csr & ((cmd.row_stride & (size - 1)) != 0)):
+            m.d.comb += [self.refuse_code.eq(ErrorCode.MISALIGNED),
+                         self.refuse_addr.eq(cmd.row_stride)]
 
     def elaborate(self, platform):
         m = Module()
@@ -177,11 +196,12 @@ class VectorCore(wiring.Component):
         split = rope & cmd.split_half
         is_sum, is_max = cmd.op == VaOpcode.SUM, cmd.op == VaOpcode.MAX
         two = (cmd.op == VaOpcode.ADD) | (cmd.op == VaOpcode.MUL)
+        indexed = Cat(*(cmd.op == op for op in INDEXED_OPCODES)).any()
         n = cmd.length[:17]
         abort = Signal()
         second = Signal()               # the writer's second result (QUANTIZE, TOPK, ROPE)
         out_bytes = Signal(range(4 * MAX_LENGTH + 1))   # the first result's bytes
-        m.d.comb += out_bytes.eq(Mux(gather, n << cmd.esize, Mux(scatter, 0, Mux(
+        m.d.comb += out_bytes.eq(Mux(gather, n << cmd.esize, Mux(scatter | indexed, 0, Mux(
             is_sum, 4, Mux(is_max, 2, Mux(quant | split, n, Mux(topk, cmd.k[:4] << 1, n << 1)))))))
 
         m.submodules.reader = reader = OperandReader(width, 4)
@@ -192,6 +212,8 @@ class VectorCore(wiring.Component):
         m.submodules.scatterer = scatterer = StridedScatter(width)
         m.submodules.rows = rows = ResetInserter(go)(RowUnit(width))
         m.submodules.ext = ext_unit = ResetInserter(go)(ExtUnit(width))
+        m.submodules.indexed = mover = IndexedMover(width, VaCommandLayout())
+        m.d.comb += [mover.start.eq(go & indexed), mover.cmd.eq(cmd), mover.abort.eq(abort)]
         again = Signal()                # a row command's next pass: read the operands again
         m.d.comb += [again.eq(rows.again & row & ~abort),
                      second.eq(rows.second & row & ~abort)]
@@ -202,7 +224,7 @@ class VectorCore(wiring.Component):
                                                                 Mux(split, n, n << 1))))
         src_hi = Signal(PHYS_ADDR_BITS)
         m.d.comb += src_hi.eq(cmd.src + n)
-        operands = ((cmd.src, nbytes, ~gather),
+        operands = ((cmd.src, nbytes, ~gather & ~indexed),
                     (cmd.src2, Mux(rope, n, n << 1), two | (rms & rows.use_y) | rope),
                     (cmd.src3, n, rope), (src_hi, n, split))
         for i, (addr, size, used) in enumerate(operands):
@@ -275,17 +297,25 @@ class VectorCore(wiring.Component):
         mem = self.mem
         for name in ("wr_req", "wr_data"):
             port, ours, theirs = getattr(mem, name), getattr(writer, name), getattr(scatterer, name)
-            with m.If(scatter):
+            with m.If(indexed):
+                wiring.connect(m, getattr(mover.mem, name), wiring.flipped(port))
+            with m.Elif(scatter):
                 m.d.comb += [port.payload.eq(theirs.payload), port.valid.eq(theirs.valid),
                              theirs.ready.eq(port.ready)]
             with m.Else():
                 m.d.comb += [port.payload.eq(ours.payload), port.valid.eq(ours.valid),
                              ours.ready.eq(port.ready)]
-        for unit in (writer, scatterer):
+        for unit, mine in ((writer, ~scatter & ~indexed), (scatterer, scatter),
+                           (mover.mem, indexed)):
             m.d.comb += [unit.wr_resp.payload.eq(mem.wr_resp.payload),
-                         unit.wr_resp.valid.eq(mem.wr_resp.valid & (scatter == (unit is scatterer)))]
+                         unit.wr_resp.valid.eq(mem.wr_resp.valid & mine)]
         m.d.comb += mem.wr_resp.ready.eq(1)
-        with m.If(gather):
+        with m.If(indexed):
+            wiring.connect(m, mover.mem.rd_req, wiring.flipped(mem.rd_req))
+            m.d.comb += [mover.mem.rd_resp.payload.eq(mem.rd_resp.payload),
+                         mover.mem.rd_resp.valid.eq(mem.rd_resp.valid),
+                         mem.rd_resp.ready.eq(mover.mem.rd_resp.ready)]
+        with m.Elif(gather):
             m.d.comb += [mem.rd_req.payload.eq(gatherer.rd_req.payload),
                          mem.rd_req.valid.eq(gatherer.rd_req.valid),
                          gatherer.rd_req.ready.eq(mem.rd_req.ready),
@@ -318,8 +348,8 @@ class VectorCore(wiring.Component):
                          v2w.o.ready.eq(writer.i.ready)]
 
         error = Signal(ErrorEvent())
-        idle = reader.idle & gatherer.idle & writer.idle & scatterer.idle
-        units = (reader, gatherer, writer, scatterer)
+        idle = reader.idle & gatherer.idle & writer.idle & scatterer.idle & mover.idle
+        units = (reader, gatherer, writer, scatterer, mover)
         with m.If(self.launch):
             m.d.sync += abort.eq(0)
         with m.FSM():
@@ -332,7 +362,8 @@ class VectorCore(wiring.Component):
                         m.d.sync += [error.eq(unit.error), abort.eq(1)]
                         m.next = "ABORT"
                 with m.If(~Cat(*(unit.error.valid for unit in units)).any()
-                          & writer.done & (scatterer.done | ~scatter) & rows.done & idle):
+                          & writer.done & (scatterer.done | ~scatter) & rows.done
+                          & (mover.done | ~indexed) & idle):
                     m.d.comb += self.finish.eq(1)
                     m.next = "IDLE"
             with m.State("ABORT"):

@@ -32,9 +32,10 @@ class ErrorEvent(data.StructLayout):
 
 
 class OperandConfig(data.StructLayout):
-    """One operand stream: physical byte ``addr``, ``nbytes`` (0 = not read)."""
-    def __init__(self):
-        super().__init__({"addr": PHYS_ADDR_BITS, "nbytes": range(MAX_BYTES + 1)})
+    """One operand stream: physical byte ``addr``, ``nbytes`` (0 = not read, at most
+    ``max_bytes``)."""
+    def __init__(self, max_bytes=MAX_BYTES):
+        super().__init__({"addr": PHYS_ADDR_BITS, "nbytes": range(max_bytes + 1)})
 
 
 def words_for(offset, nbytes, bus_bytes):
@@ -57,14 +58,15 @@ class OperandReader(wiring.Component):
     3. An error response is reported once on ``error`` (AXI_READ_ERROR, the address of the
        burst's first byte); its words and everything after are dropped, nothing more is
        issued. ``abort`` stops issuing too. ``idle`` when nothing is in flight.
+    4. ``max_bytes`` bounds an operand's length (default :data:`MAX_BYTES`).
     """
 
-    def __init__(self, data_width, n, depth=64):
+    def __init__(self, data_width, n, depth=64, max_bytes=MAX_BYTES):
         self.data_width, self.n, self.depth = data_width, n, depth
-        self.bus_bytes = data_width // 8
+        self.bus_bytes, self.max_bytes = data_width // 8, max_bytes
         super().__init__({
             "start": In(1),
-            "config": In(data.ArrayLayout(OperandConfig(), n)),
+            "config": In(data.ArrayLayout(OperandConfig(max_bytes), n)),
             "rd_req": Out(stream.Signature(BurstLayout())),
             "rd_resp": In(stream.Signature(ReadDataLayout(data_width))),
             **{f"out{i}": Out(stream.Signature(data_width)) for i in range(n)},
@@ -97,7 +99,7 @@ class OperandReader(wiring.Component):
             cfg = self.config[i]
             addr = Signal(PHYS_ADDR_BITS, name=f"addr{i}")
             first = Signal(32, name=f"first{i}")
-            left = Signal(range(MAX_BYTES // bb + 2), name=f"left{i}")
+            left = Signal(range(self.max_bytes // bb + 2), name=f"left{i}")
             credits = Signal(range(self.depth + 1), name=f"credits{i}", init=self.depth)
             room = (PAGE - addr[:12]) >> off_bits
             length = Signal(range(MAX_BURST + 1), name=f"len{i}")
@@ -173,12 +175,13 @@ class Realign(wiring.Component):
     output (a reader: the first word only primes the shifter); after the last of
     ``words_in`` input words, one more output ``Cat(w[last], 0) >> 8·shift`` follows if
     fewer than ``words_out`` were produced. ``start`` (one cycle) takes the settings.
+    ``max_bytes`` bounds the stream's length (default :data:`MAX_BYTES`).
     """
 
-    def __init__(self, data_width):
+    def __init__(self, data_width, max_bytes=MAX_BYTES):
         self.data_width = data_width
         bb = data_width // 8
-        count = range(MAX_BYTES // bb + 3)
+        count = range(max_bytes // bb + 3)
         super().__init__({
             "start": In(1),
             "shift": In(range(bb + 1)),

@@ -1,0 +1,260 @@
+"""Amaranth-simulator tests of the VA's indexed forms (hdl/va/indexed.py).
+
+:class:`~hdl.va.indexed.IndexedMover` runs GATHER_IDX, SCATTER_IDX and GATHER_CSR
+against a memory model on its port (in-order responses after a random latency, random
+back-pressure on every channel); the memory afterwards, the outcome and ERR_ADDR must
+equal :func:`golden.va.execute` (the START checks of the core are applied first: only
+commands they pass reach the mover). :class:`~hdl.va.indexed.IndexLimits` is checked
+against exact integer arithmetic. Seeds are in the test ids.
+"""
+
+import random
+from collections import deque
+
+import numpy as np
+import pytest
+from amaranth.sim import Simulator
+
+from golden.va import MemoryWindow, VaCommand, execute
+from hdl.codes import ErrorCode, VaOpcode
+from hdl.va.core import VaCommandLayout
+from hdl.va.indexed import IndexedMover, IndexLimits
+
+WIDTH = 64
+BB = WIDTH // 8
+ORIGIN = 0x7F00_0000_0000
+SIZE = 1 << 16
+TOP = 1 << 48
+
+
+def memory_model(dut, mem, rng, latency, pause, log):
+    """A testbench serving ``dut.mem`` from the byte array ``mem`` (physical address
+    ORIGIN + index): reads answered in order ``latency`` to ``latency + 3`` cycles after
+    their request, writes applied with their strobes and answered in order."""
+    port = dut.mem
+
+    async def serve(ctx):
+        reads, writes, beats, answers = deque(), deque(), deque(), deque()
+        cycle = 0
+        while True:
+            cycle += 1
+            ctx.set(port.rd_req.ready, rng.random() >= pause)
+            ctx.set(port.wr_req.ready, rng.random() >= pause)
+            ctx.set(port.wr_data.ready, rng.random() >= pause)
+            beat = bool(reads) and reads[0][0] <= cycle and rng.random() >= pause
+            if beat:
+                _, addr, left = reads[0]
+                start = addr - ORIGIN
+                assert 0 <= start <= SIZE - BB, f"read at {addr:#x} outside the window"
+                word = int.from_bytes(mem[start:start + BB].tobytes(), "little")
+                ctx.set(port.rd_resp.payload, {"data": word, "last": left == 1, "error": 0})
+            ctx.set(port.rd_resp.valid, bool(beat))
+            answer = bool(answers) and answers[0] <= cycle
+            ctx.set(port.wr_resp.valid, bool(answer))
+            _, _, rq_v, rq_r, rq, rs_r, wq_v, wq_r, wq, wd_v, wd_r, wd, wa_r = \
+                await ctx.tick().sample(
+                    port.rd_req.valid, port.rd_req.ready, port.rd_req.payload,
+                    port.rd_resp.ready, port.wr_req.valid, port.wr_req.ready,
+                    port.wr_req.payload, port.wr_data.valid, port.wr_data.ready,
+                    port.wr_data.payload, port.wr_resp.ready)
+            if rq_v and rq_r:
+                reads.append((cycle + latency + rng.randrange(4), rq.addr, rq.len + 1))
+                log.append(("read", rq.addr))
+            if beat and rs_r:
+                when, addr, left = reads.popleft()
+                if left > 1:
+                    reads.appendleft((when, addr + BB, left - 1))
+            if wq_v and wq_r:
+                writes.append([wq.addr, wq.len + 1])
+                log.append(("write", wq.addr))
+            if wd_v and wd_r:
+                beats.append((wd.data, wd.strb, wd.last))
+            while writes and beats:             # AXI: W may come before its AW
+                data, strb, last = beats.popleft()
+                addr = writes[0][0]
+                start = addr - ORIGIN
+                assert 0 <= start <= SIZE - BB, f"write at {addr:#x} outside the window"
+                for b in range(BB):
+                    if (strb >> b) & 1:
+                        mem[start + b] = (data >> (8 * b)) & 0xFF
+                writes[0][0] += BB
+                writes[0][1] -= 1
+                assert bool(last) == (writes[0][1] == 0), "W last out of place"
+                if writes[0][1] == 0:
+                    writes.popleft()
+                    answers.append(cycle + latency)
+            if answer and wa_r:
+                answers.popleft()
+    return serve
+
+
+def start_checks_pass(cmd, mem):
+    """True when the golden outcome is not decided by the core's START checks (those
+    are the core's, tested by the cocotb bench): ERR_ADDR then comes from the data."""
+    probe = VaCommand(**{**cmd.__dict__})
+    code, addr = execute(probe, MemoryWindow(ORIGIN, mem.copy()))
+    return code in (ErrorCode.NONE, ErrorCode.BAD_COMMAND)
+
+
+def run_mover(cmd, image, rng, *, latency=5, pause=0.2):
+    """Run one command on the mover; return (code, addr, memory after)."""
+    dut = IndexedMover(WIDTH, VaCommandLayout(), outstanding=8)
+    mem = image.copy()
+    log = []
+    outcome = {}
+
+    async def bench(ctx):
+        for name in ("op", "esize", "length", "src", "src2", "src3", "dst", "stride",
+                     "index_limit", "rows", "row_stride"):
+            ctx.set(getattr(dut.cmd, name), int(getattr(cmd, name)))
+        ctx.set(dut.start, 1)
+        await ctx.tick()
+        ctx.set(dut.start, 0)
+        for _ in range(20000):
+            _, _, error, done, idle = await ctx.tick().sample(dut.error, dut.done, dut.idle)
+            if error.valid and "code" not in outcome:
+                outcome["code"], outcome["addr"] = ErrorCode(error.code), error.addr
+                ctx.set(dut.abort, 1)
+            if ("code" in outcome or done) and idle:
+                break
+        else:
+            raise AssertionError(f"no end within 20000 cycles ({cmd}); accesses: {log}")
+        outcome.setdefault("code", ErrorCode.NONE)
+        outcome.setdefault("addr", 0)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.add_testbench(memory_model(dut, mem, rng, latency, pause, log), background=True)
+    sim.run()
+    return outcome["code"], outcome["addr"], mem, log
+
+
+def random_command(rng, image, op, n, esize, stride, *, skip=0.2, rows=None):
+    limit = rng.randrange(1, 2 * n + 2)
+    if stride:
+        limit = max(1, min(limit, 8192 // stride))
+    rows = rows or rng.randrange(1, 9)
+    row_stride = rng.randrange(0, 4096 // rows) >> esize << esize
+    base = ORIGIN + (rng.randrange(0, 16384) >> esize << esize)
+    dense = ORIGIN + 0x8000 + (rng.randrange(0, 0x2000) >> esize << esize)
+    meta = ORIGIN + 0xB000 + 4 * rng.randrange(0, 256)
+    values = np.array([-1 if rng.random() < skip else rng.randrange(limit) for _ in range(n)],
+                      np.int32)
+    if op == VaOpcode.GATHER_CSR:
+        cuts = sorted(rng.randrange(n + 1) for _ in range(rows - 1))
+        pointers = np.array([0, *cuts, n], np.int32)
+        cols = meta + 4 * (rows + 1) + 4 * rng.randrange(4)
+        image[meta - ORIGIN:][:4 * (rows + 1)] = pointers.view(np.uint8)
+        image[cols - ORIGIN:][:4 * n] = np.abs(values).view(np.uint8)
+        return VaCommand(op, n, src=base, src2=meta, src3=cols, dst=dense, esize=esize,
+                         stride=stride, index_limit=limit, rows=rows, row_stride=row_stride)
+    image[meta - ORIGIN:][:4 * n] = values.view(np.uint8)
+    if op == VaOpcode.SCATTER_IDX:
+        return VaCommand(op, n, src=dense, src2=meta, dst=base, esize=esize, stride=stride,
+                         index_limit=limit)
+    return VaCommand(op, n, src=base, src2=meta, dst=dense, esize=esize, stride=stride,
+                     index_limit=limit)
+
+
+def check(cmd, image, rng, **kwargs):
+    golden = image.copy()
+    code, addr = execute(cmd, MemoryWindow(ORIGIN, golden))
+    got_code, got_addr, after, log = run_mover(cmd, image, rng, **kwargs)
+    assert (got_code, got_addr) == (code, addr & 0xFFFFFFFF), (
+        f"{got_code.name} {got_addr:#x}, expected {ErrorCode(code).name} {addr:#x} ({cmd})")
+    if code == ErrorCode.NONE:
+        bad = np.nonzero(after != golden)[0]
+        assert not len(bad), f"{len(bad)} bytes differ, first at {bad[0]:#x} ({cmd})"
+    else:
+        assert not [a for a in log if a[0] == "write"], f"writes before {code.name} ({cmd})"
+        assert np.array_equal(after, image)
+
+
+@pytest.mark.parametrize("seed", range(18), ids=lambda s: f"seed{s}")
+def test_indexed_against_golden(seed):
+    """Random commands of each indexed form, size and stride against the golden model."""
+    rng = random.Random(seed)
+    image = np.frombuffer(rng.randbytes(SIZE), np.uint8).copy()
+    op = (VaOpcode.GATHER_IDX, VaOpcode.SCATTER_IDX, VaOpcode.GATHER_CSR)[seed % 3]
+    esize = (seed // 3) % 3
+    size = 1 << esize
+    stride = rng.choice((0, size, 2048, size * rng.randrange(1, 50), 1 + 2 * rng.randrange(40)))
+    stride = stride >> esize << esize
+    n = rng.choice((1, 7, 8, 9, rng.randrange(2, 70)))
+    cmd = random_command(rng, image, op, n, esize, stride, rows=rng.randrange(1, 12))
+    check(cmd, image, rng, latency=rng.randrange(1, 12), pause=rng.choice((0.0, 0.3)))
+
+
+@pytest.mark.parametrize("seed", range(9), ids=lambda s: f"seed{s}")
+def test_indexed_errors(seed):
+    """Bad indices, bad row pointers, an address reaching 2**48, a CSR matrix beyond it:
+    BAD_COMMAND with the golden ERR_ADDR, nothing written."""
+    rng = random.Random(100 + seed)
+    image = np.frombuffer(rng.randbytes(SIZE), np.uint8).copy()
+    op = (VaOpcode.GATHER_IDX, VaOpcode.SCATTER_IDX, VaOpcode.GATHER_CSR)[seed % 3]
+    n = rng.randrange(4, 40)
+    cmd = random_command(rng, image, op, n, 1, 2 * rng.randrange(1, 20), skip=0.1)
+    at = (cmd.src3 if op == VaOpcode.GATHER_CSR else cmd.src2) - ORIGIN
+    values = image[at:at + 4 * n].view(np.int32)
+    kind = seed // 3
+    if kind == 0:
+        for i in rng.sample(range(n), 2):
+            values[i] = rng.choice((cmd.index_limit, -2, -(1 << 31), (1 << 31) - 1))
+    elif kind == 1 and op == VaOpcode.GATHER_CSR:
+        pointers = image[cmd.src2 - ORIGIN:][:4 * (cmd.rows + 1)].view(np.int32)
+        pointers[rng.randrange(cmd.rows + 1)] += rng.choice((-1, 1))
+    elif kind == 1:
+        cmd.index_limit, cmd.stride = 1 << 20, 4096
+        values[:] = np.where(values < 0, -1, 0)
+        values[rng.randrange(n)] = 0x10000
+        if op == VaOpcode.GATHER_IDX:
+            cmd.src = TOP - 0x10000 * 4096 + 2 * rng.randrange(3)
+        else:
+            cmd.dst = TOP - 0x10000 * 4096 + 2 * rng.randrange(3)
+        if rng.random() < 0.5:
+            values[rng.randrange(n)] = 1 << 20
+    elif op == VaOpcode.GATHER_CSR:
+        cmd.src = TOP - (cmd.rows - 1) * cmd.row_stride - (cmd.index_limit - 1) * cmd.stride
+    else:
+        values[rng.randrange(n)] = cmd.index_limit + rng.randrange(5)
+    assert start_checks_pass(cmd, image)
+    check(cmd, image, rng, latency=3)
+
+
+@pytest.mark.parametrize("seed", range(6), ids=lambda s: f"seed{s}")
+def test_index_limits(seed):
+    """``qmax``, ``none_ok`` and ``extent_bad`` equal exact integer arithmetic."""
+    rng = random.Random(seed)
+    dut = IndexLimits()
+    cases = []
+    for _ in range(12):
+        esize = rng.randrange(3)
+        base = rng.choice((rng.randrange(TOP), TOP - rng.randrange(1, 9), rng.randrange(1 << 20)))
+        stride = rng.choice((0, 1, rng.randrange(1 << 32), rng.randrange(1 << 12)))
+        rows, row_stride = rng.randrange(1 << 32), rng.randrange(1 << 32)
+        limit = rng.choice((0, 1, rng.randrange(1 << 32)))
+        cases.append((base, esize, stride, rows, row_stride, limit))
+
+    async def bench(ctx):
+        for base, esize, stride, rows, row_stride, limit in cases:
+            for name, value in (("base", base), ("esize", esize), ("stride", stride),
+                                ("rows", rows), ("row_stride", row_stride), ("limit", limit)):
+                ctx.set(getattr(dut, name), value)
+            ctx.set(dut.start, 1)
+            await ctx.tick()
+            ctx.set(dut.start, 0)
+            await ctx.tick().until(dut.done)
+            size = 1 << esize
+            room = TOP - size - base
+            assert ctx.get(dut.none_ok) == (room < 0)
+            if room >= 0:
+                expect = room // stride if stride else TOP - 1
+                assert ctx.get(dut.qmax) == min(expect, TOP - 1)
+            extent = base + max(rows - 1, 0) * row_stride + max(limit - 1, 0) * stride + size
+            assert ctx.get(dut.extent_bad) == (extent > TOP)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()

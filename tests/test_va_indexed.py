@@ -17,7 +17,7 @@ from amaranth.sim import Simulator
 
 from golden.va import MemoryWindow, VaCommand, execute
 from hdl.codes import ErrorCode, VaOpcode
-from hdl.va.core import VaCommandLayout
+from hdl.va.core import VaCommandLayout, VectorCore
 from hdl.va.indexed import IndexedMover, IndexLimits
 
 WIDTH = 64
@@ -96,9 +96,10 @@ def start_checks_pass(cmd, mem):
     return code in (ErrorCode.NONE, ErrorCode.BAD_COMMAND)
 
 
-def run_mover(cmd, image, rng, *, latency=5, pause=0.2):
-    """Run one command on the mover; return (code, addr, memory after)."""
-    dut = IndexedMover(WIDTH, VaCommandLayout(), outstanding=8)
+def run_mover(cmd, image, rng, *, latency=5, pause=0.2, core=False):
+    """Run one command on the mover (``core``: on the whole :class:`VectorCore`, START
+    checks included); return (code, addr, memory after, access log)."""
+    dut = VectorCore(8, WIDTH) if core else IndexedMover(WIDTH, VaCommandLayout(), outstanding=8)
     mem = image.copy()
     log = []
     outcome = {}
@@ -107,10 +108,24 @@ def run_mover(cmd, image, rng, *, latency=5, pause=0.2):
         for name in ("op", "esize", "length", "src", "src2", "src3", "dst", "stride",
                      "index_limit", "rows", "row_stride"):
             ctx.set(getattr(dut.cmd, name), int(getattr(cmd, name)))
-        ctx.set(dut.start, 1)
+        if core:
+            await ctx.delay(1e-9)
+            if ctx.get(dut.refuse_code):
+                outcome["code"], outcome["addr"] = (ErrorCode(ctx.get(dut.refuse_code)),
+                                                    ctx.get(dut.refuse_addr))
+                return
+        ctx.set(dut.launch if core else dut.start, 1)
         await ctx.tick()
-        ctx.set(dut.start, 0)
+        ctx.set(dut.launch if core else dut.start, 0)
         for _ in range(20000):
+            if core:
+                _, _, finish, fail, code, addr = await ctx.tick().sample(
+                    dut.finish, dut.fail, dut.fail_code, dut.fail_addr)
+                if fail:
+                    outcome["code"], outcome["addr"] = ErrorCode(code), addr
+                if finish or fail:
+                    break
+                continue
             _, _, error, done, idle = await ctx.tick().sample(dut.error, dut.done, dut.idle)
             if error.valid and "code" not in outcome:
                 outcome["code"], outcome["addr"] = ErrorCode(error.code), error.addr
@@ -184,6 +199,22 @@ def test_indexed_against_golden(seed):
     n = rng.choice((1, 7, 8, 9, rng.randrange(2, 70)))
     cmd = random_command(rng, image, op, n, esize, stride, rows=rng.randrange(1, 12))
     check(cmd, image, rng, latency=rng.randrange(1, 12), pause=rng.choice((0.0, 0.3)))
+
+
+@pytest.mark.parametrize("seed", range(6), ids=lambda s: f"seed{s}")
+def test_core_runs_indexed(seed):
+    """The same through the whole core (its START checks, port muxes and end of command;
+    L=8): every form, unaligned destinations, one bad index."""
+    rng = random.Random(200 + seed)
+    image = np.frombuffer(rng.randbytes(SIZE), np.uint8).copy()
+    op = (VaOpcode.GATHER_IDX, VaOpcode.SCATTER_IDX, VaOpcode.GATHER_CSR)[seed % 3]
+    esize = rng.randrange(3)
+    cmd = random_command(rng, image, op, rng.randrange(1, 40), esize,
+                         rng.randrange(0, 300) >> esize << esize)
+    if seed >= 3:
+        at = (cmd.src3 if op == VaOpcode.GATHER_CSR else cmd.src2) - ORIGIN
+        image[at:at + 4 * cmd.length].view(np.int32)[rng.randrange(cmd.length)] = -5
+    check(cmd, image, rng, latency=rng.randrange(1, 8), pause=0.2, core=True)
 
 
 @pytest.mark.parametrize("seed", range(9), ids=lambda s: f"seed{s}")

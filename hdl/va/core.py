@@ -281,12 +281,13 @@ class VectorCore(wiring.Component):
             scatterer.start.eq(go & scatter), scatterer.base.eq(cmd.dst),
             scatterer.stride.eq(cmd.stride), scatterer.esize.eq(cmd.esize),
             scatterer.count.eq(n),
-            # a scatter writes through its own unit: the stream writer has nothing to do
+            # a scatter (and an indexed move) writes through its own unit: the stream
+            # writer has nothing to do (address 0: not even a partial first word).
             # QUANTIZE and TOPK write a second result at DST2 once the first is written;
             # split-half ROPE the second halves at DST + LENGTH bytes
             writer.start.eq(go | second),
-            writer.addr.eq(Mux(scatter, 0, Mux(second, Mux(rope, cmd.dst + n, cmd.dst2),
-                                                cmd.dst))),
+            writer.addr.eq(Mux(scatter | indexed, 0,
+                               Mux(second, Mux(rope, cmd.dst + n, cmd.dst2), cmd.dst))),
             writer.nbytes.eq(Mux(second, Mux(rope, n, Mux(quant, 4, cmd.k[:4] << 2)),
                                  out_bytes)),
         ]

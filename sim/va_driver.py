@@ -150,7 +150,7 @@ class VaBench:
     def window_bytes(self):
         return np.frombuffer(self.ram.mem.read(self.origin, self.size), np.uint8)
 
-    async def check(self, cmd, *, expect=None, err_addr=None, reads=False,
+    async def check(self, cmd, *, expect=None, err_addr=None, reads_first=False,
                     max_cycles=2_000_000):
         """Run ``cmd`` and check it against the golden model; return the outcome.
 
@@ -159,7 +159,7 @@ class VaBench:
         equals the golden memory image byte for byte; on a refusal no memory access is
         made and nothing changes; on an AXI error every byte that changed equals the
         golden result (only results before the failing access may land). No access
-        follows the end, and every burst obeys the AXI4 rules. ``reads``: the refusal
+        follows the end, and every burst obeys the AXI4 rules. ``reads_first``: the refusal
         comes from data the command reads first (the indexed forms' index checks), so
         reads are allowed there, writes are not.
         """
@@ -188,7 +188,7 @@ class VaBench:
                     f"{len(bad)} bytes differ from the golden model, first at {at:#x}: "
                     f"{after[bad[0]]:#04x}, expected {golden[bad[0]]:#04x} ({cmd})")
         elif expect is None:
-            assert (reads or not new_reads) and not new_writes, (
+            assert (reads_first or not new_reads) and not new_writes, (
                 f"a refused command accessed memory ({len(new_reads)} reads, "
                 f"{len(new_writes)} writes)")
             assert np.array_equal(after, self.image), "a refused command changed memory"

@@ -20,7 +20,10 @@ Both paths read through one memory port (``rd_req`` / ``rd_resp``, the running
 command's path owns it) and write through the :class:`~hdl.va.streams.StreamWriter`.
 """
 
-from amaranth.hdl import Cat, Module, Mux, ResetInserter, Signal
+from functools import reduce
+from operator import or_
+
+from amaranth.hdl import Cat, Const, Module, Mux, ResetInserter, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
@@ -152,27 +155,30 @@ class VectorCore(wiring.Component):
                      | (topk & ((cmd.k == 0) | (cmd.k > MAX_K) | (cmd.k > cmd.length)))
                      | (rope & cmd.length[0])
                      | ((cmd.op == VaOpcode.CLAMP) & ~clamp_bounds_ok(cmd.scalar)))
-        with m.If(bad_shape):
-            m.d.comb += self.refuse_code.eq(ErrorCode.BAD_COMMAND)
-        for addr, nbytes, _, used in ranges:
-            with m.Elif(used & ((addr + nbytes) > (1 << PHYS_ADDR_BITS))):
-                m.d.comb += [self.refuse_code.eq(ErrorCode.BAD_COMMAND),
-                             self.refuse_addr.eq(addr[:32])]
-        for addr, _, mask, used in ranges:
-            with m.Elif(used & ((addr & mask) != 0)):
-                m.d.comb += [self.refuse_code.eq(ErrorCode.MISALIGNED),
-                             self.refuse_addr.eq(addr[:32])]
-        with m.Elif(moves & ((cmd.stride & (size - 1)) != 0)):
-            m.d.comb += [self.refuse_code.eq(ErrorCode.MISALIGNED),
-                         self.refuse_addr.eq(cmd.stride)]
-        # The indexed forms' base (elements must not straddle bus words) and row stride.
-        base = Mux(sidx, cmd.dst, cmd.src)
-        with m.Elif((gidx | sidx | csr) & ((base & (size - 1)) != 0)):
-            m.d.comb += [self.refuse_code.eq(ErrorCode.MISALIGNED),
-                         self.refuse_addr.eq(base[:32])]
-        with m.Elif(csr & ((cmd.row_stride & (size - 1)) != 0)):
-            m.d.comb += [self.refuse_code.eq(ErrorCode.MISALIGNED),
-                         self.refuse_addr.eq(cmd.row_stride)]
+        base = Mux(sidx, cmd.dst, cmd.src)          # the indexed forms' base
+        checks = [(bad_shape, ErrorCode.BAD_COMMAND, 0)]
+        checks += [(used & ((addr + nbytes) > (1 << PHYS_ADDR_BITS)), ErrorCode.BAD_COMMAND,
+                    addr[:32]) for addr, nbytes, _, used in ranges]
+        checks += [(used & ((addr & mask) != 0), ErrorCode.MISALIGNED, addr[:32])
+                   for addr, _, mask, used in ranges]
+        checks += [
+            (moves & ((cmd.stride & (size - 1)) != 0), ErrorCode.MISALIGNED, cmd.stride),
+            # elements must not straddle bus words: an indexed base, the CSR row stride
+            ((gidx | sidx | csr) & ((base & (size - 1)) != 0), ErrorCode.MISALIGNED, base[:32]),
+            (csr & ((cmd.row_stride & (size - 1)) != 0), ErrorCode.MISALIGNED, cmd.row_stride),
+        ]
+        # The first failing check wins. A flat AND-OR selection, not an If/Elif chain:
+        # a 40-deep mux chain exhausts yosys's stack (opt_muxtree) in the FPGA flow.
+        earlier = Const(0)
+        codes, addrs = [], []
+        for failed, code, addr in checks:
+            first = Signal()
+            m.d.comb += first.eq(failed & ~earlier)
+            codes.append(Mux(first, code, 0))
+            addrs.append(Mux(first, addr, 0))
+            earlier = earlier | failed
+        m.d.comb += [self.refuse_code.eq(reduce(or_, codes)),
+                     self.refuse_addr.eq(reduce(or_, addrs))]
 
     def elaborate(self, platform):
         m = Module()

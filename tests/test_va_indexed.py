@@ -27,14 +27,21 @@ SIZE = 1 << 16
 TOP = 1 << 48
 
 
-def memory_model(dut, mem, rng, latency, pause, log):
+def memory_model(dut, mem, rng, latency, pause, log, errors=()):
     """A testbench serving ``dut.mem`` from the byte array ``mem`` (physical address
     ORIGIN + index): reads answered in order ``latency`` to ``latency + 3`` cycles after
-    their request, writes applied with their strobes and answered in order."""
+    their request, writes applied with their strobes and answered in order. A read word
+    or a write with a strobed byte in one of the ``errors`` ranges ``[lo, hi)`` is refused
+    (error set; the write changes nothing). Request payloads must not change while
+    offered."""
     port = dut.mem
+
+    def refused(lo, hi):
+        return any(lo < e_hi and e_lo < hi for e_lo, e_hi in errors)
 
     async def serve(ctx):
         reads, writes, beats, answers = deque(), deque(), deque(), deque()
+        offered = {}
         cycle = 0
         while True:
             cycle += 1
@@ -47,16 +54,24 @@ def memory_model(dut, mem, rng, latency, pause, log):
                 start = addr - ORIGIN
                 assert 0 <= start <= SIZE - BB, f"read at {addr:#x} outside the window"
                 word = int.from_bytes(mem[start:start + BB].tobytes(), "little")
-                ctx.set(port.rd_resp.payload, {"data": word, "last": left == 1, "error": 0})
+                ctx.set(port.rd_resp.payload, {"data": word, "last": left == 1,
+                                               "error": refused(addr, addr + BB)})
             ctx.set(port.rd_resp.valid, bool(beat))
-            answer = bool(answers) and answers[0] <= cycle
+            answer = bool(answers) and answers[0][0] <= cycle
             ctx.set(port.wr_resp.valid, bool(answer))
+            ctx.set(port.wr_resp.payload.error, bool(answer) and answers[0][1])
             _, _, rq_v, rq_r, rq, rs_r, wq_v, wq_r, wq, wd_v, wd_r, wd, wa_r = \
                 await ctx.tick().sample(
                     port.rd_req.valid, port.rd_req.ready, port.rd_req.payload,
                     port.rd_resp.ready, port.wr_req.valid, port.wr_req.ready,
                     port.wr_req.payload, port.wr_data.valid, port.wr_data.ready,
                     port.wr_data.payload, port.wr_resp.ready)
+            for kind, valid, ready, payload in (("read", rq_v, rq_r, rq), ("write", wq_v, wq_r, wq),
+                                                ("data", wd_v, wd_r, wd)):
+                if offered.get(kind) is not None:
+                    assert valid and payload.as_value().value == offered[kind], (
+                        f"{kind} request withdrawn or changed before it was taken")
+                offered[kind] = payload.as_value().value if valid and not ready else None
             if rq_v and rq_r:
                 reads.append((cycle + latency + rng.randrange(4), rq.addr, rq.len + 1))
                 log.append(("read", rq.addr))
@@ -65,7 +80,7 @@ def memory_model(dut, mem, rng, latency, pause, log):
                 if left > 1:
                     reads.appendleft((when, addr + BB, left - 1))
             if wq_v and wq_r:
-                writes.append([wq.addr, wq.len + 1])
+                writes.append([wq.addr, wq.len + 1, False])
                 log.append(("write", wq.addr))
             if wd_v and wd_r:
                 beats.append((wd.data, wd.strb, wd.last))
@@ -74,15 +89,17 @@ def memory_model(dut, mem, rng, latency, pause, log):
                 addr = writes[0][0]
                 start = addr - ORIGIN
                 assert 0 <= start <= SIZE - BB, f"write at {addr:#x} outside the window"
-                for b in range(BB):
-                    if (strb >> b) & 1:
+                lanes = [b for b in range(BB) if (strb >> b) & 1]
+                bad = any(refused(addr + b, addr + b + 1) for b in lanes)
+                writes[0][2] |= bad
+                for b in lanes:
+                    if not writes[0][2]:
                         mem[start + b] = (data >> (8 * b)) & 0xFF
                 writes[0][0] += BB
                 writes[0][1] -= 1
                 assert bool(last) == (writes[0][1] == 0), "W last out of place"
                 if writes[0][1] == 0:
-                    writes.popleft()
-                    answers.append(cycle + latency)
+                    answers.append((cycle + latency, writes.popleft()[2]))
             if answer and wa_r:
                 answers.popleft()
     return serve
@@ -96,24 +113,33 @@ def start_checks_pass(cmd, mem):
     return code in (ErrorCode.NONE, ErrorCode.BAD_COMMAND)
 
 
-def run_mover(cmd, image, rng, *, latency=5, pause=0.2, core=False):
+def run_mover(cmd, image, rng, *, latency=5, pause=0.2, core=False, errors=()):
     """Run one command on the mover (``core``: on the whole :class:`VectorCore`, START
     checks included); return (code, addr, memory after, access log)."""
+    outcomes, memories, log = run_commands([cmd], image, rng, latency=latency, pause=pause,
+                                           core=core, errors=errors)
+    return *outcomes[0], memories[0], log
+
+
+def run_commands(cmds, image, rng, *, latency=5, pause=0.2, core=False, errors=()):
+    """Run ``cmds`` one after the other on one mover (or core); return the (code, addr)
+    and the memory after each, and the access log. ``errors``: byte ranges the memory
+    refuses during the first command."""
     dut = VectorCore(8, WIDTH) if core else IndexedMover(WIDTH, VaCommandLayout(), outstanding=8)
     mem = image.copy()
     log = []
-    outcome = {}
+    outcomes, memories = [], []
+    refused = list(errors)
 
-    async def bench(ctx):
+    async def run_one(ctx, cmd):
+        outcome = {}
         for name in ("op", "esize", "length", "src", "src2", "src3", "dst", "stride",
                      "index_limit", "rows", "row_stride"):
             ctx.set(getattr(dut.cmd, name), int(getattr(cmd, name)))
         if core:
             await ctx.delay(1e-9)
             if ctx.get(dut.refuse_code):
-                outcome["code"], outcome["addr"] = (ErrorCode(ctx.get(dut.refuse_code)),
-                                                    ctx.get(dut.refuse_addr))
-                return
+                return ErrorCode(ctx.get(dut.refuse_code)), ctx.get(dut.refuse_addr)
         ctx.set(dut.launch if core else dut.start, 1)
         await ctx.tick()
         ctx.set(dut.launch if core else dut.start, 0)
@@ -134,18 +160,27 @@ def run_mover(cmd, image, rng, *, latency=5, pause=0.2, core=False):
                 break
         else:
             raise AssertionError(f"no end within 20000 cycles ({cmd}); accesses: {log}")
-        outcome.setdefault("code", ErrorCode.NONE)
-        outcome.setdefault("addr", 0)
+        if not core:
+            ctx.set(dut.abort, 0)
+        await ctx.tick()
+        return outcome.get("code", ErrorCode.NONE), outcome.get("addr", 0)
+
+    async def bench(ctx):
+        for cmd in cmds:
+            outcomes.append(await run_one(ctx, cmd))
+            memories.append(mem.copy())
+            refused.clear()
 
     sim = Simulator(dut)
     sim.add_clock(1e-6)
     sim.add_testbench(bench)
-    sim.add_testbench(memory_model(dut, mem, rng, latency, pause, log), background=True)
+    sim.add_testbench(memory_model(dut, mem, rng, latency, pause, log, refused),
+                      background=True)
     sim.run()
-    return outcome["code"], outcome["addr"], mem, log
+    return outcomes, memories, log
 
 
-def random_command(rng, image, op, n, esize, stride, *, skip=0.2, rows=None):
+def random_command(rng, image, op, n, esize, stride, *, skip=0.2, rows=None, meta_at=0xB000):
     limit = rng.randrange(1, 2 * n + 2)
     if stride:
         limit = max(1, min(limit, 8192 // stride))
@@ -153,7 +188,7 @@ def random_command(rng, image, op, n, esize, stride, *, skip=0.2, rows=None):
     row_stride = rng.randrange(0, 4096 // rows) >> esize << esize
     base = ORIGIN + (rng.randrange(0, 16384) >> esize << esize)
     dense = ORIGIN + 0x8000 + (rng.randrange(0, 0x2000) >> esize << esize)
-    meta = ORIGIN + 0xB000 + 4 * rng.randrange(0, 256)
+    meta = ORIGIN + meta_at + 4 * rng.randrange(0, 256)
     values = np.array([-1 if rng.random() < skip else rng.randrange(limit) for _ in range(n)],
                       np.int32)
     if op == VaOpcode.GATHER_CSR:
@@ -161,7 +196,7 @@ def random_command(rng, image, op, n, esize, stride, *, skip=0.2, rows=None):
         pointers = np.array([0, *cuts, n], np.int32)
         cols = meta + 4 * (rows + 1) + 4 * rng.randrange(4)
         image[meta - ORIGIN:][:4 * (rows + 1)] = pointers.view(np.uint8)
-        image[cols - ORIGIN:][:4 * n] = np.abs(values).view(np.uint8)
+        image[cols - ORIGIN:][:4 * n] = np.maximum(values, 0).view(np.uint8)
         return VaCommand(op, n, src=base, src2=meta, src3=cols, dst=dense, esize=esize,
                          stride=stride, index_limit=limit, rows=rows, row_stride=row_stride)
     image[meta - ORIGIN:][:4 * n] = values.view(np.uint8)
@@ -289,3 +324,62 @@ def test_index_limits(seed):
     sim.add_clock(1e-6)
     sim.add_testbench(bench)
     sim.run()
+
+
+
+def element_addresses(cmd, image):
+    """The element addresses of an indexed command in element order (-1 entries left out)."""
+    def int32s(addr, count):
+        return image[addr - ORIGIN:][:4 * count].view(np.int32)
+    if cmd.op == VaOpcode.GATHER_CSR:
+        pointers = int32s(cmd.src2, cmd.rows + 1)
+        columns = int32s(cmd.src3, cmd.length)
+        return [cmd.src + r * cmd.row_stride + int(columns[j]) * cmd.stride
+                for r in range(cmd.rows) for j in range(pointers[r], pointers[r + 1])]
+    base = cmd.dst if cmd.op == VaOpcode.SCATTER_IDX else cmd.src
+    return [base + int(v) * cmd.stride for v in int32s(cmd.src2, cmd.length) if v >= 0]
+
+
+@pytest.mark.parametrize("seed", range(6), ids=lambda s: f"seed{s}")
+def test_command_after_axi_error(seed):
+    """An AXI error stops a command in its RUN pass (a read error at a gathered element, a
+    write error at a scattered one: ERR_ADDR = the first element in order that touches the
+    refused byte; every byte written before equals the golden result); the next command on
+    the same mover then runs as the golden model says (nothing of the stopped command's
+    addresses or elements may reach it). Random back-pressure on every channel."""
+    rng = random.Random(300 + seed)
+    image = np.frombuffer(rng.randbytes(SIZE), np.uint8).copy()
+    ops = (VaOpcode.GATHER_IDX, VaOpcode.SCATTER_IDX, VaOpcode.GATHER_CSR)
+    op = ops[seed % 3]
+    esize = rng.randrange(3)
+    size = 1 << esize
+    n = rng.randrange(12, 40)
+    first = random_command(rng, image, op, n, esize, size * rng.randrange(1, 60), skip=0.0,
+                           rows=3)
+    if op == VaOpcode.SCATTER_IDX:       # distinct elements, so the golden image is clear
+        first.index_limit = max(first.index_limit, n)
+        values = np.array(rng.sample(range(first.index_limit), n), np.int32)
+        image[first.src2 - ORIGIN:][:4 * n] = values.view(np.uint8)
+    golden = image.copy()
+    assert execute(first, MemoryWindow(ORIGIN, golden)) == (ErrorCode.NONE, 0)
+    addresses = element_addresses(first, image)
+    victim = addresses[rng.randrange(len(addresses) // 2, len(addresses))]
+    if op == VaOpcode.SCATTER_IDX:
+        hit = next(a for a in addresses if a <= victim < a + size)
+        code = ErrorCode.AXI_WRITE_ERROR
+    else:
+        hit = next(a for a in addresses if a // BB == victim // BB)
+        code = ErrorCode.AXI_READ_ERROR
+    second = random_command(rng, image, rng.choice(ops), rng.randrange(1, 30), esize,
+                            size * rng.randrange(0, 40), meta_at=0xD000)
+    outcomes, memories, _ = run_commands([first, second], image, rng, pause=0.3,
+                                         latency=rng.randrange(2, 9),
+                                         errors=[(victim, victim + 1)])
+    assert outcomes[0] == (code, hit & 0xFFFFFFFF), f"{outcomes[0]}, expected {code.name} {hit:#x}"
+    changed = np.nonzero(memories[0] != image)[0]
+    assert np.array_equal(memories[0][changed], golden[changed]), "a write differs from golden"
+    expect = memories[0].copy()
+    assert execute(second, MemoryWindow(ORIGIN, expect)) == (ErrorCode.NONE, 0)
+    assert outcomes[1] == (ErrorCode.NONE, 0), f"second command: {outcomes[1]} ({second})"
+    bad = np.nonzero(memories[1] != expect)[0]
+    assert not len(bad), f"{len(bad)} bytes differ after the second command, first at {bad[0]:#x}"

@@ -398,13 +398,15 @@ class IndexedMover(wiring.Component):
         route(m, realign0.o, unpack_idx.i, in_run)
         route(m, realign1.o, unpack_ptr.i, in_run & csr)
         route(m, realign1.o, unpack_src.i, in_run & sidx)
+        # The element path restarts at `start` too: a command ended by an error leaves
+        # addresses and elements in it, which must not reach the next command.
         for unpack, esize, count in ((unpack_idx, 2, n), (unpack_ptr, 2, cmd.rows + 1),
                                      (unpack_src, cmd.esize, n)):
-            m.d.comb += [unpack.start.eq(pass_start), unpack.esize.eq(esize),
+            m.d.comb += [unpack.start.eq(pass_start | self.start), unpack.esize.eq(esize),
                          unpack.count.eq(count)]
         wiring.connect(m, unpack_idx.o, addresses.idx)
         wiring.connect(m, unpack_ptr.o, addresses.ptr)
-        m.d.comb += [addresses.start.eq(pass_start), addresses.csr.eq(csr),
+        m.d.comb += [addresses.start.eq(pass_start | self.start), addresses.csr.eq(csr),
                      addresses.base.eq(base), addresses.stride.eq(cmd.stride),
                      addresses.row_stride.eq(cmd.row_stride), addresses.count.eq(n)]
 
@@ -425,7 +427,7 @@ class IndexedMover(wiring.Component):
             writer.start.eq(self.start), writer.esize.eq(cmd.esize), writer.count.eq(n),
             writer.abort.eq(self.abort),
         ]
-        self._read_port(m, reader, elements)
+        request_held = self._read_port(m, reader, elements)
         for name in ("wr_req", "wr_data", "wr_resp"):
             wiring.connect(m, getattr(writer, name), wiring.flipped(getattr(self.mem, name)))
 
@@ -434,24 +436,31 @@ class IndexedMover(wiring.Component):
         for unit in (reader, elements, writer):
             with m.Elif(unit.error.valid):
                 m.d.comb += self.error.eq(unit.error)
-        m.d.comb += self.idle.eq(reader.idle & elements.idle & writer.idle)
+        m.d.comb += self.idle.eq(reader.idle & elements.idle & writer.idle & ~request_held)
         return m
 
     def _read_port(self, m, reader, elements):
-        """The burst reader and the element reader share the read port; a FIFO of owners
-        (1 = element reader) routes the in-order responses."""
+        """The burst reader and the element reader share the read port through one
+        request register (the burst reader first): a request, once offered, stays
+        unchanged until the memory takes it. A FIFO of owners (1 = element reader),
+        written as a request enters the register, routes the in-order responses."""
         mem = self.mem
         m.submodules.owners = owners = ResetInserter(self.start)(
             fifo.SyncFIFOBuffered(width=1, depth=64))
+        held = Signal()
         bursts = reader.rd_req.valid
+        free = (~held | mem.rd_req.ready) & owners.w_rdy
         m.d.comb += [
-            mem.rd_req.valid.eq((bursts | elements.rd_req.valid) & owners.w_rdy),
-            mem.rd_req.payload.eq(Mux(bursts, reader.rd_req.payload,
-                                      elements.rd_req.payload)),
-            reader.rd_req.ready.eq(mem.rd_req.ready & owners.w_rdy),
-            elements.rd_req.ready.eq(mem.rd_req.ready & owners.w_rdy & ~bursts),
-            owners.w_en.eq(mem.rd_req.valid & mem.rd_req.ready), owners.w_data.eq(~bursts),
+            mem.rd_req.valid.eq(held),
+            reader.rd_req.ready.eq(free),
+            elements.rd_req.ready.eq(free & ~bursts),
+            owners.w_en.eq(free & (bursts | elements.rd_req.valid)), owners.w_data.eq(~bursts),
         ]
+        with m.If(mem.rd_req.valid & mem.rd_req.ready):
+            m.d.sync += held.eq(0)
+        with m.If(owners.w_en):
+            m.d.sync += [held.eq(1), mem.rd_req.payload.eq(
+                Mux(bursts, reader.rd_req.payload, elements.rd_req.payload))]
         mine = owners.r_data[0]
         for unit, owner in ((reader, 0), (elements, 1)):
             m.d.comb += [unit.rd_resp.payload.eq(mem.rd_resp.payload),
@@ -462,3 +471,4 @@ class IndexedMover(wiring.Component):
                                                     reader.rd_resp.ready)),
             owners.r_en.eq(mem.rd_resp.valid & mem.rd_resp.ready & mem.rd_resp.payload.last),
         ]
+        return held

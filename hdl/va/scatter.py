@@ -71,7 +71,8 @@ class ElementWriter(wiring.Component):
     2. Every element is one single-word write burst with exactly its bytes strobed, in
        element order (so the last of several writes to one place wins); a ``skip``
        element is taken without a write. Up to ``outstanding`` bursts await their
-       response; one new burst per cycle.
+       response; one new burst per cycle. AW and W are registered: once offered, each
+       stays unchanged until taken.
     3. An error response is reported once on ``error`` (AXI_WRITE_ERROR, the element's
        address); then, or after ``abort``, no new burst starts (an element whose address
        or data already went out is completed, as AXI requires). ``done`` when all
@@ -121,27 +122,30 @@ class ElementWriter(wiring.Component):
                     m.d.comb += [wdata.eq(el.value[:8 << code] << (lanes * 8)),
                                  strb.eq(((1 << (1 << code)) - 1) << lanes)]
 
-        # AW and W of an element go out together; each may be taken in a different cycle.
-        aw_sent, w_sent = Signal(), Signal()
+        # An element enters the AW and W registers together; each is offered, unchanged,
+        # until the memory takes it (AXI: a valid stays up until its handshake).
+        aw_held, w_held = Signal(), Signal()
+        aw_done = self.wr_req.valid & self.wr_req.ready
+        w_done = self.wr_data.valid & self.wr_data.ready
+        room = (~aw_held | aw_done) & (~w_held | w_done) & bursts.w_rdy
         open_ = ~stopped & ~self.start & (left != 0)
-        writing = self.i.valid & ~el.skip & ((open_ & bursts.w_rdy) | aw_sent | w_sent)
+        load = self.i.valid & open_ & ~el.skip & room
         m.d.comb += [
-            self.wr_req.valid.eq(writing & ~aw_sent),
-            self.wr_req.payload.addr.eq(el.addr >> off_bits << off_bits),
-            self.wr_req.payload.len.eq(0),
-            self.wr_data.valid.eq(writing & ~w_sent),
-            self.wr_data.payload.data.eq(wdata), self.wr_data.payload.strb.eq(strb),
-            self.wr_data.payload.last.eq(1),
+            self.wr_req.valid.eq(aw_held), self.wr_data.valid.eq(w_held),
+            bursts.w_data.eq(el.addr[:32]), bursts.w_en.eq(load),
+            self.i.ready.eq(load | (open_ & el.skip)),
         ]
-        aw_now = aw_sent | (self.wr_req.valid & self.wr_req.ready)
-        w_now = w_sent | (self.wr_data.valid & self.wr_data.ready)
-        both = writing & aw_now & w_now
-        m.d.comb += [bursts.w_data.eq(el.addr[:32]), bursts.w_en.eq(both),
-                     self.i.ready.eq(both | (open_ & el.skip))]
-        with m.If(both):
-            m.d.sync += [aw_sent.eq(0), w_sent.eq(0)]
-        with m.Elif(writing):
-            m.d.sync += [aw_sent.eq(aw_now), w_sent.eq(w_now)]
+        with m.If(aw_done):
+            m.d.sync += aw_held.eq(0)
+        with m.If(w_done):
+            m.d.sync += w_held.eq(0)
+        with m.If(load):
+            m.d.sync += [aw_held.eq(1), w_held.eq(1),
+                         self.wr_req.payload.addr.eq(el.addr >> off_bits << off_bits),
+                         self.wr_req.payload.len.eq(0),
+                         self.wr_data.payload.data.eq(wdata),
+                         self.wr_data.payload.strb.eq(strb),
+                         self.wr_data.payload.last.eq(1)]
         with m.If(self.i.valid & self.i.ready):
             m.d.sync += left.eq(left - 1)
 
@@ -154,7 +158,7 @@ class ElementWriter(wiring.Component):
                          self.error.addr.eq(bursts.r_data)]
             m.d.sync += failed.eq(1)
         m.d.comb += [
-            self.idle.eq(~bursts.r_rdy & ~aw_sent & ~w_sent),
+            self.idle.eq(~bursts.r_rdy & ~aw_held & ~w_held),
             self.done.eq((left == 0) & ~bursts.r_rdy & ~failed & ~self.start),
         ]
         return m

@@ -28,6 +28,7 @@ from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
+from golden.va import MAX_LENGTH
 from hdl.codes import ErrorCode, VaOpcode
 from hdl.common.memport import PHYS_ADDR_BITS, MemPortSignature
 from hdl.va.gather import ElementAddress, ElementReader, StridedAddresses
@@ -39,7 +40,7 @@ __all__ = ["INDEXED_OPCODES", "IndexLimits", "IndexCheck", "RowPointerCheck",
 
 INDEXED_OPCODES = (VaOpcode.GATHER_IDX, VaOpcode.SCATTER_IDX, VaOpcode.GATHER_CSR)
 MAX_ROW_POINTERS = 1 << 32          # ROWS + 1 for a 32-bit ROWS register
-MAX_N = 65536
+MAX_N = MAX_LENGTH                  # elements of a command
 
 
 class IndexLimits(wiring.Component):

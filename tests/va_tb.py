@@ -467,17 +467,25 @@ def indexed(bench, rng, op, n, esize, stride, *, limit=None, skip=0.1, repeats=0
 async def indexed_moves(dut):
     """GATHER_IDX, SCATTER_IDX and GATHER_CSR: element sizes 1, 2, 4; lengths 1, L-1, L,
     L+1 and random; strides 0, one element, odd (bytes), 2048 and random; random,
-    repeated (a scatter's last write wins) and -1 indices; CSR rows with empty ones."""
+    repeated (a scatter's last write wins) and -1 indices; CSR rows with empty ones.
+    Each form and size takes every length at a random stride and two lengths at each
+    other stride (Icarus: length 1 and a random one)."""
     bench, rng = await new_bench(dut, window=(0x7F00_0000_0000, 1 << 22))
     for op in INDEXED:
         for esize in (0, 1, 2):
             size = 1 << esize
-            strides = [0, size, 2048, size * rng.randrange(1, 300)]
+            strides = [size * rng.randrange(1, 300), 0, size, 2048]
             if esize == 0:
                 strides.append(rng.randrange(1, 200) | 1)
-            lengths = (1, L - 1, L, L + 1, rng.randrange(2, 80 if ICARUS else 400))
-            for stride in strides:
-                for n in (lengths[:1] + lengths[-1:] if ICARUS else lengths):
+            for k, stride in enumerate(strides):
+                last = rng.randrange(2, 80 if ICARUS else 400)
+                if ICARUS:
+                    lengths = (1, last)
+                elif k == 0:
+                    lengths = (1, L - 1, L, L + 1, last)
+                else:
+                    lengths = (rng.choice((1, L - 1, L, L + 1)), last)
+                for n in lengths:
                     repeats = 3 if rng.random() < 0.3 else 0
                     cmd = indexed(bench, rng, op, n, esize, stride, repeats=repeats,
                                   skip=rng.choice((0.0, 0.1, 0.5)))

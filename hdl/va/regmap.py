@@ -157,7 +157,8 @@ REGISTERS = (
         "offset": 0x0028,
         "access": "RW",
         "read_strobe": False,
-        "description": "First operand (x; the base of gathers and indexed scatters is DST).",
+        "description": ("First operand: x; the base of the gathers; the dense source of the "
+                        "scatters."),
         "fields": (
             {"name": "ADDR", "lsb": 0, "width": 32, "access": "RW", "reset": 0x0,
              "description": "Byte address bits 31:0."},

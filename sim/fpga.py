@@ -15,6 +15,8 @@ Layout (``build/`` is ignored by git)::
 
     build/fpga/<block>-<params>-<target>/      one run: Verilog, scripts, logs, reports
         synth.json / top.bit / report.json      products
+        top.sdf                                 routed delays: ``python -m sim.timing_paths``
+                                                lists the worst path into each unit
 """
 
 import json
@@ -224,6 +226,12 @@ def read_nextpnr_report(path, bitstream=""):
                        bitstream=str(bitstream))
 
 
+# nextpnr's router. router2 routes the pipelined MA (P=2) in about 2 minutes; router1,
+# nextpnr-ecp5's default, had 12 190 overused wires left after 26 minutes on the same
+# placement (docs/fpga.md).
+ROUTER = "router2"
+
+
 def board_plan(block_top, data_width, board="ulx3s-85f", *, freq_mhz=100,
                mem_size=64 * 1024, seed=1):
     """Amaranth's build plan (files and script, nothing run) of ``block_top`` (a
@@ -239,7 +247,8 @@ def board_plan(block_top, data_width, board="ulx3s-85f", *, freq_mhz=100,
         top, name="top", do_build=False,
         synth_opts="-run :map_luts",
         script_after_synth="splitnets\nsynth_ecp5 -top top -run map_luts:",
-        nextpnr_opts=f"--report report.json --timing-allow-fail --seed {seed}")
+        nextpnr_opts=(f"--report report.json --timing-allow-fail --seed {seed} "
+                      f"--router {ROUTER} --sdf top.sdf"))
 
 
 def build_bitstream(block_top, data_width, out_dir, board="ulx3s-85f", *, freq_mhz=100,

@@ -4,10 +4,12 @@ The model follows the RTL's pipeline stage by stage (``hdl/ma/core.py``), at the
 of rows, bursts and tiles, in clock cycles:
 
 1. START is performed in cycle 0. The TAT walk checks one row a cycle, A then B then C
-   (2·M + K rows), after a cycle of set-up; loads begin 3 cycles after it.
-2. The row reader takes a row command every ``1 + bursts`` cycles and issues its bursts
-   one a cycle (a row is split at 4 KiB). Memory answers a burst ``latency`` cycles after
-   its address, one word a cycle, in order, on one read channel. A row whose start is
+   (2·M + K rows), after a cycle of set-up, each verdict a cycle after its lookup; loads
+   begin 3 cycles after it.
+2. The row reader takes a row command every ``2·bursts`` cycles and issues its bursts
+   two cycles apart (a row is split at 4 KiB; each burst's TAT lookup is registered).
+   Memory answers a burst ``latency`` cycles after its address, one word a cycle, in
+   order, on one read channel. A row whose start is
    not bus-aligned and whose words-in equal words-out costs one extra cycle (the
    realigner's flush). A group (all of B, an A block, an old-C tile) is usable two
    cycles after its last word arrived.
@@ -18,12 +20,14 @@ of rows, bursts and tiles, in clock cycles:
    are loaded and the output FIFO has ``INTERLEAVE·P`` free places (credits). The
    sequencer loads the next A block into a half as soon as that half's last group has
    been issued, and the next old-C group once the previous one has been given back
-   (``2·P + INTERLEAVE`` cycles after its group started, when every PE has read it).
+   (``BUFFER_STAGES + 2·P + INTERLEAVE`` cycles after its group started, when every PE
+   has read it).
 4. The result rows of a group leave the array ``2·P + DRAIN_OFFSET`` cycles after its
    slot 0's last step was issued, one a cycle, slot by slot; the writer takes a row,
    issues its address (per burst), then its words one a cycle; the write response comes
    ``latency`` cycles after the last word.
-5. DONE (and the CTR) follow the last write response.
+5. DONE (and the CTR) follow the last write response (the core registers "everything
+   written" before it ends the command).
 
 ``latency`` is the number of cycles from an address handshake (AR, or the last W beat)
 to the first read word (the write response). The constants below were fitted on the RTL
@@ -46,10 +50,11 @@ INTERLEAVE = 4
 PE_LATENCY = 6
 # From slot 0's last issued step to row 0 leaving the array, beyond 2·P: the operand
 # buffer's register, the PE pipeline, the read-out and its output register.
-DRAIN_OFFSET = 1 + PE_LATENCY + 1
+BUFFER_STAGES = 2        # operand buffers: request → words registered → step
+DRAIN_OFFSET = BUFFER_STAGES + PE_LATENCY + 1
 INIT_HOLD_OFFSET = 0     # beyond 2·P + INTERLEAVE: the old C held for the PEs
 FIFO_LATENCY = 1         # out FIFO: pushed → visible to the writer
-DONE_OFFSET = 4          # from the last write response to DONE / CTR
+DONE_OFFSET = 5          # from the last write response to DONE / CTR
 
 
 @dataclass(frozen=True)
@@ -97,10 +102,12 @@ class _ReadChannel:
         """The row's command is valid from ``valid``; returns (accepted, last word)."""
         accepted = max(valid, self.accept_free)
         bursts, flush = _bursts(addr, nbytes, self.bus_bytes)
-        self.accept_free = accepted + 1 + len(bursts)
+        # A burst's TAT lookup is registered: the next burst of a row (past a 4 KiB
+        # boundary) waits a cycle for the lookup of its address.
+        self.accept_free = accepted + 2 * len(bursts)
         last = None
         for index, words in enumerate(bursts):
-            issued = accepted + 1 + index
+            issued = accepted + 1 + 2 * index
             first = max(issued + self.latency + READ_OFFSET, self.channel_free)
             last = first + words - 1
             self.channel_free = last + 1
@@ -117,7 +124,7 @@ def ma_cycles(cmd, *, p, data_width, latency):
     bb = data_width // 8
     es = 2 if cmd.bf16 else 1
     m_tiles, n_tiles = -(-cmd.m // p), -(-cmd.n // p)
-    walk_end = 1 + (2 * cmd.m + cmd.k)
+    walk_end = 2 + (2 * cmd.m + cmd.k)
     reader = _ReadChannel(bb, latency, 0)
     writer = _Writer(bb, latency)
 
@@ -188,7 +195,7 @@ def ma_cycles(cmd, *, p, data_width, latency):
             start = max(start, sorted(credit_returns)[needed - 1])
         prev_start = start
         if cmd.accumulate:
-            c_taken = start + 1 + INIT_HOLD_OFFSET + 2 * p + INTERLEAVE
+            c_taken = start + BUFFER_STAGES + INIT_HOLD_OFFSET + 2 * p + INTERLEAVE
         last_step = start + cmd.k * INTERLEAVE - 1
         first_last_step = start + (cmd.k - 1) * INTERLEAVE     # slot 0's last step
         if g == n_groups - 1:

@@ -10,6 +10,7 @@ import pytest
 from golden import ma_latency
 from golden.ma_latency import MaCommand, ma_cycles
 from hdl.ma.array import PE_LATENCY, array_timing
+from hdl.ma.buffers import STEP_LATENCY
 from hdl.ma.layouts import INTERLEAVE
 from tests.test_ma_core import layout, run_core
 
@@ -45,7 +46,8 @@ def test_model_constants_follow_the_array(p):
     min_spacing, drain_delay, init_hold = array_timing(p)
     assert ma_latency.INTERLEAVE == INTERLEAVE
     assert ma_latency.PE_LATENCY == PE_LATENCY
-    # The operand buffer's register, then the array's drain delay.
-    assert 1 + drain_delay == 2 * p + ma_latency.DRAIN_OFFSET
+    # The operand buffers' registers, then the array's drain delay.
+    assert ma_latency.BUFFER_STAGES == STEP_LATENCY
+    assert STEP_LATENCY + drain_delay == 2 * p + ma_latency.DRAIN_OFFSET
     assert init_hold == 2 * p + INTERLEAVE + ma_latency.INIT_HOLD_OFFSET
     assert min_spacing == (INTERLEAVE + 1) * p

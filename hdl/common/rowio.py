@@ -116,34 +116,49 @@ class RowReader(wiring.Component):
         m.d.comb += [meta_in.tag.eq(cmd.tag), meta_in.offset.eq(offset),
                      meta_in.beats_in.eq(beats_in), meta_in.beats_out.eq(beats_out),
                      rows.w_data.eq(meta_in)]
-        m.d.comb += self.cmd.ready.eq(~busy & ~stopped & ~self.abort & rows.w_rdy)
+        # Room for the row's record, registered (one short of full: a record may go in
+        # the cycle it is judged), so ``ready`` depends on registers alone.
+        record_room = Signal()
+        m.d.sync += record_room.eq(rows.level < self.outstanding - 1)
+        m.d.comb += self.cmd.ready.eq(~busy & ~stopped & ~self.abort & record_room)
         m.d.comb += rows.w_en.eq(self.cmd.valid & self.cmd.ready)
         with m.If(rows.w_en):
             m.d.sync += [busy.eq(1), addr.eq(Cat(Const(0, off_bits), cmd.addr[off_bits:])),
                          first_byte.eq(cmd.addr), left.eq(beats_in)]
 
-        hit, physical = tat_translate(m, self.tat, addr, name="rd_tat")
+        # The TAT lookup of the next burst's address, registered: from the waiting
+        # command's address while idle (so from the one taken, the cycle it is taken),
+        # else from ``addr``. After a burst the new ``addr`` waits a cycle for its lookup
+        # (``fresh`` low): only the second burst of a row that crosses a 4 KiB page pays it.
+        held = Signal()
+        lookup = Signal(ADDR_BITS)
+        m.d.comb += lookup.eq(Mux(busy | held, addr, Cat(Const(0, off_bits), cmd.addr[off_bits:])))
+        now_hit, now_physical = tat_translate(m, self.tat, lookup, name="rd_tat")
+        hit, physical = Signal(), Signal(len(now_physical))
+        fresh = Signal()
+        m.d.sync += [hit.eq(now_hit), physical.eq(now_physical), fresh.eq(1)]
         room = _burst_beats_to_page_end(addr, bb)
         length = Signal(range(PAGE // bb + 1))
         m.d.comb += length.eq(Mux(left < room, left, room))
         # An address once offered stays offered until taken (AXI), even past an abort;
         # its data is then received and dropped like that of any burst in flight.
-        held = Signal()
         m.d.sync += held.eq(self.rd_req.valid & ~self.rd_req.ready)
         m.d.comb += [
             self.rd_req.payload.addr.eq(physical),
             self.rd_req.payload.len.eq(length - 1),
-            self.rd_req.valid.eq(held | (busy & ~stopped & ~self.abort & hit & bursts.w_rdy)),
+            self.rd_req.valid.eq(held | (busy & fresh & ~stopped & ~self.abort & hit
+                                         & bursts.w_rdy)),
             bursts.w_data.eq(first_byte),
             bursts.w_en.eq(self.rd_req.valid & self.rd_req.ready),
         ]
         error_pending = Signal(ErrorReport())
         with m.If(bursts.w_en):
             next_addr = addr + (length << off_bits)
-            m.d.sync += [addr.eq(next_addr), first_byte.eq(next_addr), left.eq(left - length)]
+            m.d.sync += [addr.eq(next_addr), first_byte.eq(next_addr), left.eq(left - length),
+                         fresh.eq(0)]
             with m.If(left == length):
                 m.d.sync += busy.eq(0)
-        with m.If(busy & ~stopped & ~self.abort & ~held & ~hit):
+        with m.If(busy & fresh & ~stopped & ~self.abort & ~held & ~hit):
             m.d.sync += [stopped.eq(1), busy.eq(0)]
             m.d.comb += [error_pending.valid.eq(1), error_pending.code.eq(ErrorCode.TAT_MISS),
                          error_pending.addr.eq(first_byte)]
@@ -261,16 +276,23 @@ class RowWriter(wiring.Component):
 
         row = self.row.payload
         offset = row.addr[:off_bits]
-        hit, physical = tat_translate(m, self.tat, addr, name="wr_tat")
         room = _burst_beats_to_page_end(addr, bb)
         length = Mux(beats - sent < room, beats - sent, room)
 
         miss = Signal(ErrorReport())
         held = Signal()
         m.d.sync += held.eq(self.wr_req.valid & ~self.wr_req.ready)
+        # The TAT lookup of the burst address, registered: from the waiting row's address
+        # while idle, else from ``addr``, which changes when a burst's address is taken
+        # and is looked up again while its data goes out.
+        in_idle = Signal()
+        lookup = Mux(in_idle, Cat(Const(0, off_bits), row.addr[off_bits:]), addr)
+        now_hit, now_physical = tat_translate(m, self.tat, lookup, name="wr_tat")
+        hit, physical = Signal(), Signal(len(now_physical))
+        m.d.sync += [hit.eq(now_hit), physical.eq(now_physical)]
         with m.FSM() as fsm:
             with m.State("IDLE"):
-                m.d.comb += self.row.ready.eq(~stopped & ~self.abort)
+                m.d.comb += [in_idle.eq(1), self.row.ready.eq(~stopped & ~self.abort)]
                 with m.If(self.row.valid & self.row.ready):
                     m.d.sync += [
                         shifted.eq(row.data << (offset * 8)),

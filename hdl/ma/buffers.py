@@ -19,7 +19,9 @@ from hdl.ma.layouts import (
     StepRequestLayout,
 )
 
-__all__ = ["OperandBuffers"]
+__all__ = ["STEP_LATENCY", "OperandBuffers"]
+
+STEP_LATENCY = 2          # cycles from a ``request`` to its ``step``
 
 
 class OperandBuffers(wiring.Component):
@@ -34,10 +36,11 @@ class OperandBuffers(wiring.Component):
 
     Fill side: ``beat`` words from the row reader; a group's "full" flag rises two cycles
     after its last word (``group_last`` in the tag). Read side: a ``request`` for step
-    (k, jt, slot, half) is answered one cycle later on ``step``, the elements picked out
-    of the words. ``a_freed`` empties an A half. The old C of a group is used up
-    (``c_full`` falls) when the group's first step enters the array, and given back to
-    the loads (``c_taken``) ``init_hold`` cycles later, once every PE has read it.
+    (k, jt, slot, half) is answered two cycles later on ``step``: the words are read and
+    registered, then the elements picked out of them. ``a_freed`` empties an A half.
+    The old C of a group is used up (``c_full`` falls) when the group's first step enters
+    the array, and given back to the loads (``c_taken``) ``init_hold`` cycles later, once
+    every PE has read it.
     """
 
     def __init__(self, p, data_width, init_hold):
@@ -80,8 +83,8 @@ class OperandBuffers(wiring.Component):
                          a_wr.data.eq(Cat(*([beat.data] * p))),
                          a_wr.en.eq(1 << beat.tag.row[:log_p])]
         with m.If(beat.valid & (beat.tag.dest == DEST_B)):
-            m.d.comb += [b_wr.addr.eq(beat.tag.row * b_words
-                                      + (beat.index >> exact_log2(b_lanes))),
+            m.d.comb += [b_wr.addr.eq(Cat((beat.index >> exact_log2(b_lanes))
+                                          [:exact_log2(b_words)], beat.tag.row)),
                          b_wr.data.eq(Cat(*([beat.data] * b_lanes))),
                          b_wr.en.eq(1 << beat.index[:exact_log2(b_lanes)])]
         for s in range(INTERLEAVE):
@@ -116,28 +119,38 @@ class OperandBuffers(wiring.Component):
 
         # --- read: addresses now, elements one cycle later
         req = self.request
-        shift = Mux(self.bf16, 1, 0)
+        # The mode, registered here (it is steady through a command).
+        bf16 = Signal()
+        m.d.sync += bf16.eq(self.bf16)
+        shift = Mux(bf16, 1, 0)
         byte_k = req.k << shift                            # byte of column k in an A row
         byte_j = (req.jt << log_p) << shift                # byte of the tile's first column
         m.d.comb += [
             a_rd.addr.eq(Cat((byte_k >> log_bb)[:exact_log2(a_words)], req.half)),
-            b_rd.addr.eq(req.k * b_words + (byte_j >> exact_log2(b_word_bytes))),
+            b_rd.addr.eq(Cat((byte_j >> exact_log2(b_word_bytes))[:exact_log2(b_words)],
+                             req.k)),
         ]
+        # The words read are registered before the elements are picked out of them (the
+        # block RAMs' outputs are slow), so ``step`` comes two cycles after ``request``.
         step = self.step
-        byte_k_d = Signal(log_bb)
-        byte_j_d = Signal(exact_log2(b_word_bytes))
-        m.d.sync += [step.valid.eq(req.valid), step.first.eq(req.first),
-                     step.last.eq(req.last), step.slot.eq(req.slot),
-                     byte_k_d.eq(byte_k), byte_j_d.eq(byte_j)]
+        byte_k_d, byte_k_dd = Signal(log_bb), Signal(log_bb)
+        byte_j_d, byte_j_dd = Signal(exact_log2(b_word_bytes)), Signal(exact_log2(b_word_bytes))
+        flags_d = Signal(StepRequestLayout(p))
+        a_words = Signal.like(a_rd.data)
+        b_word = Signal(len(b_rd.data.as_value()))
+        m.d.sync += [flags_d.eq(req), byte_k_d.eq(byte_k), byte_j_d.eq(byte_j),
+                     step.valid.eq(flags_d.valid), step.first.eq(flags_d.first),
+                     step.last.eq(flags_d.last), step.slot.eq(flags_d.slot),
+                     byte_k_dd.eq(byte_k_d), byte_j_dd.eq(byte_j_d),
+                     a_words.eq(a_rd.data), b_word.eq(b_rd.data)]
         for i in range(p):
-            word = a_rd.data[i]
-            m.d.comb += step.a[i].eq(Mux(self.bf16, word.word_select(byte_k_d >> 1, 16),
-                                         word.word_select(byte_k_d, 8)))
-        b_word = b_rd.data.as_value()
-        chunk16 = b_word.word_select(byte_j_d >> exact_log2(2 * p), 16 * p)
-        chunk8 = b_word.word_select(byte_j_d >> log_p, 8 * p)
+            word = a_words[i]
+            m.d.comb += step.a[i].eq(Mux(bf16, word.word_select(byte_k_dd >> 1, 16),
+                                         word.word_select(byte_k_dd, 8)))
+        chunk16 = b_word.word_select(byte_j_dd >> exact_log2(2 * p), 16 * p)
+        chunk8 = b_word.word_select(byte_j_dd >> log_p, 8 * p)
         for j in range(p):
-            m.d.comb += step.b[j].eq(Mux(self.bf16, chunk16[16 * j:16 * j + 16],
+            m.d.comb += step.b[j].eq(Mux(bf16, chunk16[16 * j:16 * j + 16],
                                          chunk8[8 * j:8 * j + 8]))
         m.d.comb += group_start.eq(step.valid & step.first & (step.slot == 0)
                                    & self.accumulate)

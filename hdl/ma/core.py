@@ -7,7 +7,8 @@ Data flow of one command (C = A·B, or C += A·B)::
                           TileIssuer ── steps ───┘                      ▼
                                               RowWriter ◄── ResultPath (FIFO, credits)
 
-* **Checks at START** (combinational, DESIGN.md order): BAD_COMMAND, BAD_TAT, MISALIGNED.
+* **Checks at START** (DESIGN.md order): BAD_COMMAND, BAD_TAT, MISALIGNED, computed every
+  cycle from the register values and registered (see :class:`MatrixCore`).
 * **TAT walk** (:class:`~hdl.ma.walk.TatWalk`): before any access, every row of A, B and
   C is checked to lie in mapped regions, so a failing command computes and writes nothing.
 * **Loads** (:class:`~hdl.ma.loads.LoadSequencer`): all of B first, then A one block of P
@@ -44,10 +45,17 @@ class MatrixCore(wiring.Component):
     """Runs one MA command at a time (see the module docstring).
 
     ``cmd`` and ``tat`` are the register values; ``refuse_code`` / ``refuse_addr`` are the
-    checks at START, for :class:`hdl.common.command.CommandStatus`. ``launch`` starts a
-    command (the core copies ``cmd`` and ``tat`` then); it ends with one ``finish`` pulse,
-    after the last write of C is acknowledged, or one ``fail`` pulse with a code and the
+    checks at START, for :class:`hdl.common.command.CommandStatus`. They are registered:
+    they judge the register values of the cycle before, which is the values START sees,
+    since the register block performs two writes at least three cycles apart (one write
+    outstanding, the next accepted after its B response). ``launch`` starts a command
+    (the core copies ``cmd`` and ``tat`` then); it ends with one ``finish`` pulse, after
+    the last write of C is acknowledged, or one ``fail`` pulse with a code and the
     logical address, once nothing it issued is still in flight.
+
+    Timing: nothing but the walk's start and the copy of the command hangs on ``launch``
+    (a decode of the register bus); the units are cleared by a registered copy of it, a
+    cycle later, while the walk runs.
     """
 
     def __init__(self, p=8, data_width=128):
@@ -69,6 +77,7 @@ class MatrixCore(wiring.Component):
 
     def _start_checks(self, m):
         cmd = self.cmd
+        code, addr = Signal(8), Signal(32)
         bf16 = cmd.mode == MaMode.BF16
         bad_shape = Signal()
         m.d.comb += bad_shape.eq((cmd.mode > MaMode.BF16)
@@ -81,13 +90,13 @@ class MatrixCore(wiring.Component):
         alignment = [(cmd.a_addr, bf16), (cmd.lda, bf16), (cmd.b_addr, bf16),
                      (cmd.ldb, bf16), (cmd.c_addr, 3), (cmd.ldc, 3)]
         with m.If(bad_shape):
-            m.d.comb += self.refuse_code.eq(ErrorCode.BAD_COMMAND)
+            m.d.comb += code.eq(ErrorCode.BAD_COMMAND)
         with m.Elif(bad_tat):
-            m.d.comb += self.refuse_code.eq(ErrorCode.BAD_TAT)
+            m.d.comb += code.eq(ErrorCode.BAD_TAT)
         for value, mask in alignment:
             with m.Elif((value & mask) != 0):
-                m.d.comb += [self.refuse_code.eq(ErrorCode.MISALIGNED),
-                             self.refuse_addr.eq(value)]
+                m.d.comb += [code.eq(ErrorCode.MISALIGNED), addr.eq(value)]
+        m.d.sync += [self.refuse_code.eq(code), self.refuse_addr.eq(addr)]
 
     def elaborate(self, platform):
         m = Module()
@@ -95,11 +104,16 @@ class MatrixCore(wiring.Component):
         self._start_checks(m)
 
         # The command as launched: later register writes do not disturb it.
+        # (copied every cycle while idle, so the copy's enable is a state, not ``launch``)
         cmd = Signal(MaCommandLayout())
         tat = Signal(TatTableLayout())
-        clear = self.launch
-        with m.If(self.launch):
+        idle = Signal()
+        with m.If(idle):
             m.d.sync += [cmd.eq(self.cmd), tat.eq(self.tat)]
+        # Clears every unit (and the array's pipeline) the cycle after launch: the walk,
+        # which takes that cycle to set up, uses none of them.
+        clear = Signal()
+        m.d.sync += clear.eq(self.launch)
 
         m.submodules.walk = walk = TatWalk()
         m.submodules.loads = loads = LoadSequencer(p)
@@ -150,10 +164,14 @@ class MatrixCore(wiring.Component):
             m.d.sync += abort.eq(0)
 
         error = Signal(ErrorReport())
-        all_written = (issuer.issued_all & results.drained_all & results.empty
-                       & writer.idle & reader.idle)
+        # Everything written, registered (once true it stays true until ``run`` falls):
+        # DONE comes a cycle after the last write response was taken.
+        all_written = Signal()
+        m.d.sync += all_written.eq(run & issuer.issued_all & results.drained_all
+                                   & results.empty & writer.idle & reader.idle)
         with m.FSM():
             with m.State("IDLE"):
+                m.d.comb += idle.eq(1)
                 with m.If(self.launch):
                     m.next = "WALK"
             with m.State("WALK"):

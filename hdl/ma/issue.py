@@ -51,8 +51,14 @@ class TileIssuer(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         p, cmd = self.p, self.cmd
+        # The command's derived bounds, registered: they follow ``cmd`` (copied while the
+        # core is idle) a cycle later, long before ``run`` rises after the TAT walk.
         m_tiles, n_tiles = tile_counts(cmd, p)
-        n_groups = group_count(n_tiles, INTERLEAVE)
+        last_it = Signal(range(MAX_DIM // p + 1))
+        last_g = Signal(range(MAX_DIM // p + 1))
+        last_k_index = Signal(range(MAX_DIM))
+        m.d.sync += [last_it.eq(m_tiles - 1), last_g.eq(group_count(n_tiles, INTERLEAVE) - 1),
+                     last_k_index.eq(cmd.k - 1)]
         it = Signal(range(MAX_DIM // p + 1))
         g = Signal(range(MAX_DIM // p + 1))
         slot = Signal(range(INTERLEAVE))
@@ -67,13 +73,13 @@ class TileIssuer(wiring.Component):
                              & (~cmd.accumulate | self.c_full) & self.room
                              & (since == self.min_spacing))
         step = start | issuing
-        last_k = k == cmd.k - 1
+        last_k = k == last_k_index
         last_slot = slot == INTERLEAVE - 1
         m.d.comb += [self.request.valid.eq(step), self.request.first.eq(step & (k == 0)),
                      self.request.last.eq(last_k), self.request.k.eq(k),
                      self.request.jt.eq(Cat(slot, g)[:len(self.request.jt)]),
                      self.request.slot.eq(slot), self.request.half.eq(half)]
-        assert INTERLEAVE == 1 << exact_log2(INTERLEAVE)
+        assert INTERLEAVE > 1 and INTERLEAVE == 1 << exact_log2(INTERLEAVE)
         with m.If(start):
             m.d.sync += since.eq(1)
         with m.Elif(since != self.min_spacing):
@@ -81,14 +87,17 @@ class TileIssuer(wiring.Component):
 
         with m.If(step):
             m.d.sync += [slot.eq(slot + 1), issuing.eq(1)]
+        # A group's first step is slot 0's (never the last slot's), so what follows the
+        # last slot of a k-step depends on registers only, not on ``start``.
+        with m.If(issuing):
             with m.If(last_slot):
                 m.d.sync += k.eq(k + 1)
                 with m.If(last_k):
                     m.d.sync += [k.eq(0), issuing.eq(0), g.eq(g + 1)]
-                    with m.If(g == n_groups - 1):
+                    with m.If(g == last_g):
                         m.d.sync += [g.eq(0), it.eq(it + 1)]
                         m.d.comb += self.a_freed.eq(1 << half)
-                        with m.If(it == m_tiles - 1):
+                        with m.If(it == last_it):
                             m.d.sync += self.issued_all.eq(1)
         with m.If(~self.run):
             m.d.sync += [k.eq(0), slot.eq(0), issuing.eq(0), g.eq(0), it.eq(0),

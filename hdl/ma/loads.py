@@ -14,6 +14,7 @@ from hdl.ma.layouts import (
     DEST_C,
     INTERLEAVE,
     MAX_DIM,
+    ROW_BYTES,
     MaCommandLayout,
     RowTag,
     clamp,
@@ -50,6 +51,13 @@ class LoadSequencer(wiring.Component):
         p, log_p, cmd = self.p, exact_log2(self.p), self.cmd
         m_tiles, n_tiles = tile_counts(cmd, p)
         shift = element_shift(cmd)
+        # The command's derived bounds, registered (``cmd`` is steady long before ``run``).
+        last_it = Signal(range(MAX_DIM // p + 1))
+        last_jt = Signal(range(MAX_DIM // p + 1))
+        last_k = Signal(range(MAX_DIM))
+        b_bytes, a_bytes = Signal(range(ROW_BYTES + 1)), Signal(range(ROW_BYTES + 1))
+        m.d.sync += [last_it.eq(m_tiles - 1), last_jt.eq(n_tiles - 1), last_k.eq(cmd.k - 1),
+                     b_bytes.eq(cmd.n << shift), a_bytes.eq(cmd.k << shift)]
         it = Signal(range(MAX_DIM // p + 1))
         jt = Signal(range(MAX_DIM // p + 1))
         row = Signal(range(MAX_DIM))
@@ -57,15 +65,20 @@ class LoadSequencer(wiring.Component):
         c_block_addr, c_row_addr = Signal(ADDR_BITS), Signal(ADDR_BITS)
         a_used = Signal(2)
         c_used = Signal()
-        block_rows = Signal(range(p + 1))                # rows of A block `it` below M
-        m.d.comb += block_rows.eq(clamp(cmd.m - (it << log_p), p))
-        tile_bytes = clamp(cmd.n - (jt << log_p), p) << 2
+        # The last row of A block `it` (below M), registered: `it` changes only on the way
+        # to A_WAIT, which lasts a cycle at least.
+        block_last_row = Signal(range(p))
+        m.d.sync += block_last_row.eq(clamp(cmd.m - (it << log_p), p) - 1)
+        # Columns of tile `jt` left of N, stepped with `jt` (the next tile's row may be
+        # asked for the cycle after `jt` moves).
+        cols_left = Signal(range(MAX_DIM + 1))
+        tile_bytes = Mux(cols_left < p, cols_left, p) << 2
         half = it[0]
-        last_block = it == m_tiles - 1
-        last_row = row == block_rows - 1
+        last_block = it == last_it
+        last_row = row == block_last_row
         # An old-C group is the tiles of one group of interleaved tiles (the issuer's).
         log_r = exact_log2(INTERLEAVE)
-        group_end = (jt[:log_r] == INTERLEAVE - 1) | (jt == n_tiles - 1)
+        group_end = (jt[:log_r] == INTERLEAVE - 1) | (jt == last_jt)
 
         req, tag = self.request, Signal(RowTag())
         m.d.comb += req.payload.tag.eq(tag)
@@ -88,22 +101,22 @@ class LoadSequencer(wiring.Component):
         with m.FSM():
             with m.State("IDLE"):
                 with m.If(self.run):
-                    m.d.sync += [row.eq(0), it.eq(0), jt.eq(0),
+                    m.d.sync += [row.eq(0), it.eq(0), jt.eq(0), cols_left.eq(cmd.n),
                                  b_row_addr.eq(cmd.b_addr), a_row_addr.eq(cmd.a_addr),
                                  c_block_addr.eq(cmd.c_addr)]
                     m.next = "B"
             with state("B"):
-                ask(DEST_B, b_row_addr, cmd.n << shift, row == cmd.k - 1)
+                ask(DEST_B, b_row_addr, b_bytes, row == last_k)
                 with m.If(accepted):
                     m.d.sync += [row.eq(row + 1), b_row_addr.eq(b_row_addr + cmd.ldb)]
-                    with m.If(row == cmd.k - 1):
+                    with m.If(row == last_k):
                         m.d.sync += row.eq(0)
                         m.next = "A_WAIT"
             with state("A_WAIT"):
                 with m.If(~a_used.bit_select(half, 1)):
                     m.next = "A"
             with state("A"):
-                ask(DEST_A, a_row_addr, cmd.k << shift, last_row, half)
+                ask(DEST_A, a_row_addr, a_bytes, last_row, half)
                 with m.If(accepted):
                     m.d.sync += [row.eq(row + 1), a_row_addr.eq(a_row_addr + cmd.lda)]
                     with m.If(last_row):
@@ -124,16 +137,16 @@ class LoadSequencer(wiring.Component):
                 with m.If(accepted):
                     m.d.sync += [row.eq(row + 1), c_row_addr.eq(c_row_addr + cmd.ldc)]
                     with m.If(last_row):
-                        m.d.sync += [row.eq(0), jt.eq(jt + 1)]
+                        m.d.sync += [row.eq(0), jt.eq(jt + 1), cols_left.eq(cols_left - p)]
                         with m.If(~group_end):
                             # the group's next tile, at once
                             m.d.sync += c_row_addr.eq(c_block_addr + ((jt + 1) << (log_p + 2)))
-                        with m.Elif(jt != n_tiles - 1):
+                        with m.Elif(jt != last_jt):
                             m.next = "C_WAIT"
                         with m.Elif(last_block):
                             m.next = "DONE"
                         with m.Else():
-                            m.d.sync += [jt.eq(0), it.eq(it + 1),
+                            m.d.sync += [jt.eq(0), it.eq(it + 1), cols_left.eq(cmd.n),
                                          c_block_addr.eq(c_block_addr + (cmd.ldc << log_p))]
                             m.next = "A_WAIT"
             with state("DONE"):

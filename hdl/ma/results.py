@@ -1,12 +1,12 @@
 """The result path: finished tile rows from the array to the row writer."""
 
-from amaranth.hdl import Module, ResetInserter, Signal
+from amaranth.hdl import Module, Mux, ResetInserter, Signal, signed
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
-from hdl.common.rowio import RowWriteLayout
-from hdl.ma.layouts import INTERLEAVE, MAX_DIM, MaCommandLayout, clamp, group_count, tile_counts
+from hdl.common.rowio import ADDR_BITS, RowWriteLayout
+from hdl.ma.layouts import INTERLEAVE, MAX_DIM, MaCommandLayout, group_count, tile_counts
 
 __all__ = ["ResultPath"]
 
@@ -45,35 +45,60 @@ class ResultPath(wiring.Component):
         m = Module()
         p, log_p, cmd = self.p, exact_log2(self.p), self.cmd
         m_tiles, n_tiles = tile_counts(cmd, p)
-        n_groups = group_count(n_tiles, INTERLEAVE)
         m.submodules.fifo = rows = ResetInserter(self.clear)(fifo.SyncFIFOBuffered(
             width=RowWriteLayout(4 * p).size, depth=self.depth))
 
+        # The command's derived bounds, registered (``cmd`` is steady long before ``run``).
+        last_it = Signal(range(MAX_DIM // p + 1))
+        last_jt = Signal(range(MAX_DIM // p + 1))
+        last_slot_jt = Signal(range(MAX_DIM // p + INTERLEAVE))   # last slot of the last group
+        m.d.sync += [last_it.eq(m_tiles - 1), last_jt.eq(n_tiles - 1),
+                     last_slot_jt.eq((group_count(n_tiles, INTERLEAVE)
+                                      << exact_log2(INTERLEAVE)) - 1)]
+
+        # Rows leave the array in order: rows 0..P-1 of slot 0, of slot 1, ..., group by
+        # group along N, then the next block of rows. The next row's C address and the
+        # tile's columns left are kept in registers, stepped as rows go by (no multiply).
         it = Signal(range(MAX_DIM // p + 1))
-        jt = Signal(range(MAX_DIM // p + 1))
-        row = Signal(range(MAX_DIM + p))
-        m.d.comb += row.eq((it << log_p) + self.row_index)
+        jt = Signal(range(MAX_DIM // p + INTERLEAVE))
+        block_addr = Signal(ADDR_BITS)            # c_addr + it·P·ldc
+        tile_addr = Signal(ADDR_BITS)             # block_addr + jt·4P
+        row_addr = Signal(ADDR_BITS)              # tile_addr + row_index·ldc
+        cols_left = Signal(signed(18))            # n - jt·P (≤ 0 past the last tile)
+        # Rows of block `it` below M: all P of them, or the first `block_rows`.
+        rows_left = Signal(signed(18))            # m - it·P
+        full_block = Signal()
+        block_rows = Signal(log_p)
+        m.d.sync += [full_block.eq(rows_left >= p), block_rows.eq(rows_left[:log_p])]
         keep = Signal()
-        m.d.comb += keep.eq((row < cmd.m) & (jt < n_tiles))
+        m.d.comb += keep.eq((full_block | (self.row_index < block_rows)) & (cols_left > 0))
         entry = Signal(RowWriteLayout(4 * p))
         m.d.comb += [
             entry.data.eq(self.row),
-            entry.addr.eq(cmd.c_addr + row * cmd.ldc + (jt << (log_p + 2))),
-            entry.nbytes.eq(clamp(cmd.n - (jt << log_p), p) << 2),
+            entry.addr.eq(row_addr),
+            entry.nbytes.eq(Mux(cols_left < p, cols_left, p) << 2),
             rows.w_data.eq(entry),
             # After the command (DONE), the rows of slots past the last tile may still
             # be leaving the array: nothing is written then.
             rows.w_en.eq(self.row_valid & keep & self.run),
         ]
-        with m.If(self.row_valid & (self.row_index == p - 1)):
-            m.d.sync += jt.eq(jt + 1)
-            with m.If(jt == (n_groups << exact_log2(INTERLEAVE)) - 1):
-                m.d.sync += [jt.eq(0), it.eq(it + 1)]
-            # The last real tile is out (the slots after it carry nothing to write).
-            with m.If((it == m_tiles - 1) & (jt == n_tiles - 1)):
-                m.d.sync += self.drained_all.eq(1)
+        with m.If(self.row_valid):
+            m.d.sync += row_addr.eq(row_addr + cmd.ldc)
+            with m.If(self.row_index == p - 1):
+                m.d.sync += [jt.eq(jt + 1), tile_addr.eq(tile_addr + 4 * p),
+                             row_addr.eq(tile_addr + 4 * p), cols_left.eq(cols_left - p)]
+                with m.If(jt == last_slot_jt):
+                    next_block = block_addr + (cmd.ldc << log_p)
+                    m.d.sync += [jt.eq(0), it.eq(it + 1), block_addr.eq(next_block),
+                                 tile_addr.eq(next_block), row_addr.eq(next_block),
+                                 cols_left.eq(cmd.n), rows_left.eq(rows_left - p)]
+                # The last real tile is out (the slots after it carry nothing to write).
+                with m.If((it == last_it) & (jt == last_jt)):
+                    m.d.sync += self.drained_all.eq(1)
         with m.If(~self.run):
-            m.d.sync += [it.eq(0), jt.eq(0), self.drained_all.eq(0)]
+            m.d.sync += [it.eq(0), jt.eq(0), self.drained_all.eq(0),
+                         block_addr.eq(cmd.c_addr), tile_addr.eq(cmd.c_addr),
+                         row_addr.eq(cmd.c_addr), cols_left.eq(cmd.n), rows_left.eq(cmd.m)]
 
         m.d.comb += [self.out.valid.eq(rows.r_rdy), self.out.payload.eq(rows.r_data),
                      rows.r_en.eq(self.out.ready), self.empty.eq(~rows.r_rdy)]

@@ -1,7 +1,7 @@
 """On-chip memory with an AXI4 slave port, standing in for external memory on a board."""
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
-from amaranth.lib import wiring
+from amaranth.lib import data, fifo, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In
 from amaranth.utils import ceil_log2, exact_log2
@@ -12,6 +12,9 @@ from hdl.common.axi import AXI4Signature, AxiResp
 __all__ = ["AxiRam"]
 
 AXI_BURST_INCR = 1
+# Words read ahead of R: a word read in cycle t is in the FIFO at t + 1 and on R at
+# t + 2, so four keep one word a cycle flowing.
+READ_AHEAD = 4
 
 
 class AxiRam(wiring.Component):
@@ -61,59 +64,88 @@ class AxiRam(wiring.Component):
         host_lane = host.req.payload.addr[2:log_bb]
         host_read = host.req.valid & ~host.req.payload.write
         host_write = host.req.valid & host.req.payload.write
+        # A host access is answered from registers: a read's word is taken from the
+        # memory's output the cycle after the read (``host_pending``), then offered.
         resp_valid, resp_error = Signal(), Signal()
         resp_lane = Signal(max(log_bb - 2, 1))
-        resp_read = Signal()
+        resp_data = Signal(32)
+        host_pending = Signal()
+        host_busy = resp_valid | host_pending
         m.d.comb += [host.resp.valid.eq(resp_valid), host.resp.payload.error.eq(resp_error),
-                     host.resp.payload.data.eq(
-                         Mux(resp_read & ~resp_error, rd.data.word_select(resp_lane, 32), 0))]
+                     host.resp.payload.data.eq(resp_data)]
         with m.If(host.resp.ready):
             m.d.sync += resp_valid.eq(0)
+        m.d.sync += host_pending.eq(0)
+        with m.If(host_pending):
+            m.d.sync += [resp_valid.eq(1),
+                         resp_data.eq(Mux(resp_error, 0, rd.data.word_select(resp_lane, 32)))]
 
-        # --- reads: the word read in a cycle is offered on R the next cycle.
+        # Writes reach the memory a cycle after they are taken (address, data and byte
+        # enables registered); a write's response comes no earlier than that.
+        wr_addr, wr_data = Signal.like(wr.addr), Signal.like(wr.data)
+        wr_en = Signal.like(wr.en)
+        m.d.comb += [wr.addr.eq(wr_addr), wr.data.eq(wr_data), wr.en.eq(wr_en)]
+        m.d.sync += wr_en.eq(0)
+
+        # --- reads: words are read ahead into a small FIFO that drives R, so nothing on
+        # the block RAM's address side waits for ``rready`` (and its output is registered
+        # before R). ``ahead`` counts the words read and not yet taken, the one leaving
+        # the memory included; a word is read while there is room for it.
         # Word indices carry two bits more than the memory needs, so an address past the
         # end stays past the end for the rest of its burst.
+        beat = data.StructLayout({"data": self.data_width, "last": 1, "id": 1, "bad": 1})
+        m.submodules.r_fifo = r_fifo = fifo.SyncFIFOBuffered(width=beat.size,
+                                                              depth=READ_AHEAD)
         r_word, r_left = Signal(word_bits + 2), Signal(8)
-        r_id, r_bad, r_out_bad = Signal(1), Signal(), Signal()
+        r_id, r_bad = Signal(1), Signal()
         r_burst = Signal()
-        advance = ~axi.rvalid | axi.rready
+        ahead = Signal(range(READ_AHEAD + 2))
+        read = r_burst & (ahead < READ_AHEAD)
+        taken = axi.rvalid & axi.rready
+        m.d.sync += ahead.eq(ahead + read - taken)
         m.d.comb += rd.en.eq(0)               # the port's enable is 1 unless driven
-        m.d.comb += [axi.rdata.eq(Mux(r_out_bad, 0, rd.data)),
-                     axi.rresp.eq(Mux(r_out_bad, AxiResp.SLVERR, AxiResp.OKAY))]
-        with m.If(advance):
-            m.d.sync += axi.rvalid.eq(0)
-        host_reads = ~r_burst & ~axi.rvalid & host_read & ~resp_valid
-        # A host read's word stays on the port's output until the bridge takes it.
-        m.d.comb += axi.arready.eq(~r_burst & ~(host_read & ~resp_valid)
-                                   & ~(resp_valid & resp_read))
+        out = Signal(beat)
+        host_reads = ~r_burst & (ahead == 0) & host_read & ~host_busy
+        # A host read's word stays on the port's output until it is taken.
+        m.d.comb += axi.arready.eq(~r_burst & ~(host_read & ~host_busy) & ~host_pending)
         with m.If(host_reads):
             m.d.comb += [rd.addr.eq(host_word), rd.en.eq(1), host.req.ready.eq(1)]
-            m.d.sync += [resp_valid.eq(1), resp_error.eq(~host_ok), resp_lane.eq(host_lane),
-                         resp_read.eq(1)]
+            m.d.sync += [host_pending.eq(1), resp_error.eq(~host_ok), resp_lane.eq(host_lane)]
         with m.If(axi.arvalid & axi.arready):
             word, ok = locate(axi.araddr)
             m.d.sync += [r_burst.eq(1), r_word.eq(Cat(word, ~ok, 0)), r_left.eq(axi.arlen),
                          r_id.eq(axi.arid),
                          r_bad.eq((axi.arburst != AXI_BURST_INCR) | (axi.arsize != log_bb))]
-        with m.If(r_burst & advance):
-            out_bad = r_bad | (r_word[word_bits:] != 0)
+        pending = Signal(beat)                    # what goes with the word being read
+        pending_valid = Signal()
+        m.d.sync += pending_valid.eq(read)
+        with m.If(read):
             m.d.comb += [rd.addr.eq(r_word[:word_bits]), rd.en.eq(1)]
-            m.d.sync += [axi.rvalid.eq(1), axi.rlast.eq(r_left == 0), axi.rid.eq(r_id),
-                         r_out_bad.eq(out_bad), r_word.eq(r_word + 1), r_left.eq(r_left - 1)]
+            m.d.sync += [pending.last.eq(r_left == 0), pending.id.eq(r_id),
+                         pending.bad.eq(r_bad | (r_word[word_bits:] != 0)),
+                         r_word.eq(r_word + 1), r_left.eq(r_left - 1)]
             with m.If(r_left == 0):
                 m.d.sync += r_burst.eq(0)
+        in_memory = Signal(beat)                  # the word leaving the memory this cycle
+        m.d.comb += [in_memory.eq(pending), in_memory.data.eq(rd.data),
+                     r_fifo.w_data.eq(in_memory), r_fifo.w_en.eq(pending_valid),
+                     out.eq(r_fifo.r_data),
+                     axi.rvalid.eq(r_fifo.r_rdy), r_fifo.r_en.eq(axi.rready),
+                     axi.rdata.eq(Mux(out.bad, 0, out.data)), axi.rlast.eq(out.last),
+                     axi.rid.eq(out.id),
+                     axi.rresp.eq(Mux(out.bad, AxiResp.SLVERR, AxiResp.OKAY))]
 
         # --- writes
         w_word, w_id, w_bad, w_error = Signal(word_bits + 2), Signal(1), Signal(), Signal()
         w_state = Signal(2)                       # 0 idle, 1 data, 2 response
-        host_writes = (w_state == 0) & host_write & ~resp_valid & ~host_reads
-        m.d.comb += axi.awready.eq((w_state == 0) & ~(host_write & ~resp_valid))
+        host_writes = (w_state == 0) & host_write & ~host_busy & ~host_reads
+        m.d.comb += axi.awready.eq((w_state == 0) & ~(host_write & ~host_busy))
         with m.If(host_writes):
-            m.d.comb += [wr.addr.eq(host_word), wr.data.eq(Cat(*([host.req.payload.data]
+            m.d.comb += host.req.ready.eq(1)
+            m.d.sync += [wr_addr.eq(host_word), wr_data.eq(Cat(*([host.req.payload.data]
                                                                  * (bus_bytes // 4)))),
-                         wr.en.eq(Mux(host_ok, Const(0xF, 4) << (host_lane << 2), 0)),
-                         host.req.ready.eq(1)]
-            m.d.sync += [resp_valid.eq(1), resp_error.eq(~host_ok), resp_read.eq(0)]
+                         wr_en.eq(Mux(host_ok, Const(0xF, 4) << (host_lane << 2), 0)),
+                         resp_valid.eq(1), resp_error.eq(~host_ok)]
         with m.If(axi.awvalid & axi.awready):
             word, ok = locate(axi.awaddr)
             m.d.sync += [w_state.eq(1), w_word.eq(Cat(word, ~ok, 0)), w_id.eq(axi.awid),
@@ -122,9 +154,9 @@ class AxiRam(wiring.Component):
         m.d.comb += axi.wready.eq(w_state == 1)
         with m.If(axi.wvalid & axi.wready):
             bad = w_bad | (w_word[word_bits:] != 0)
-            m.d.comb += [wr.addr.eq(w_word[:word_bits]), wr.data.eq(axi.wdata),
-                         wr.en.eq(Mux(bad, 0, axi.wstrb))]
-            m.d.sync += [w_word.eq(w_word + 1), w_error.eq(w_error | bad)]
+            m.d.sync += [wr_addr.eq(w_word[:word_bits]), wr_data.eq(axi.wdata),
+                         wr_en.eq(Mux(bad, 0, axi.wstrb)),
+                         w_word.eq(w_word + 1), w_error.eq(w_error | bad)]
             with m.If(axi.wlast):
                 m.d.sync += w_state.eq(2)
         m.d.comb += [axi.bvalid.eq(w_state == 2), axi.bid.eq(w_id),

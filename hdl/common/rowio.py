@@ -13,7 +13,7 @@ from amaranth.utils import exact_log2
 
 from hdl.codes import ErrorCode
 from hdl.common.memport import BurstLayout, ReadDataLayout, WriteDataLayout, WriteRespLayout
-from hdl.common.tat import TatTableLayout, tat_translate
+from hdl.common.tat import TatTableLayout, tat_covers, tat_masks, tat_select
 
 __all__ = ["ADDR_BITS", "MAX_ROW_BYTES", "ErrorReport", "RowBeatLayout", "RowCommandLayout",
            "RowWriteLayout", "RowReader", "RowWriter"]
@@ -133,10 +133,14 @@ class RowReader(wiring.Component):
         held = Signal()
         lookup = Signal(ADDR_BITS)
         m.d.comb += lookup.eq(Mux(busy | held, addr, Cat(Const(0, off_bits), cmd.addr[off_bits:])))
-        now_hit, now_physical = tat_translate(m, self.tat, lookup, name="rd_tat")
-        hit, physical = Signal(), Signal(len(now_physical))
+        # Registered: which entries cover it (with registered page masks); the winner's
+        # physical address is then selected from the registers.
+        masks = tat_masks(m, self.tat, name="rd_tat")
+        covers = Signal(len(self.tat))
+        m.d.sync += covers.eq(tat_covers(m, self.tat, lookup, masks, name="rd_tat"))
+        hit, physical = tat_select(m, self.tat, covers, addr, masks, name="rd_tat")
         fresh = Signal()
-        m.d.sync += [hit.eq(now_hit), physical.eq(now_physical), fresh.eq(1)]
+        m.d.sync += fresh.eq(1)
         room = _burst_beats_to_page_end(addr, bb)
         length = Signal(range(PAGE // bb + 1))
         m.d.comb += length.eq(Mux(left < room, left, room))
@@ -286,10 +290,13 @@ class RowWriter(wiring.Component):
         # while idle, else from ``addr``, which changes when a burst's address is taken
         # and is looked up again while its data goes out.
         in_idle = Signal()
+        # Registered: which entries cover it (page masks registered too); the physical
+        # address is selected from the registers.
         lookup = Mux(in_idle, Cat(Const(0, off_bits), row.addr[off_bits:]), addr)
-        now_hit, now_physical = tat_translate(m, self.tat, lookup, name="wr_tat")
-        hit, physical = Signal(), Signal(len(now_physical))
-        m.d.sync += [hit.eq(now_hit), physical.eq(now_physical)]
+        masks = tat_masks(m, self.tat, name="wr_tat")
+        covers = Signal(len(self.tat))
+        m.d.sync += covers.eq(tat_covers(m, self.tat, lookup, masks, name="wr_tat"))
+        hit, physical = tat_select(m, self.tat, covers, addr, masks, name="wr_tat")
         with m.FSM() as fsm:
             with m.State("IDLE"):
                 m.d.comb += [in_idle.eq(1), self.row.ready.eq(~stopped & ~self.abort)]

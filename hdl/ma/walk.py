@@ -6,7 +6,7 @@ from amaranth.lib.wiring import In, Out
 
 from hdl.codes import ErrorCode
 from hdl.common.rowio import ADDR_BITS, ErrorReport
-from hdl.common.tat import TatTableLayout, tat_translate
+from hdl.common.tat import TatTableLayout, tat_covers, tat_masks
 from hdl.ma.layouts import MAX_DIM, MaCommandLayout, element_shift
 
 __all__ = ["TatWalk"]
@@ -60,8 +60,10 @@ class TatWalk(wiring.Component):
             for index in range(3):
                 with m.Case(index):
                     m.d.comb += [last_row.eq(last_rows[index]), stride.eq(strides[index])]
-        first_hit, _ = tat_translate(m, self.tat, addr, name="first")
-        last_hit, _ = tat_translate(m, self.tat, last, name="last")
+        # (the page masks registered: the table is the core's copy, steady like ``cmd``)
+        masks = tat_masks(m, self.tat, name="walk")
+        first_hit = tat_covers(m, self.tat, addr, masks, name="first").any()
+        last_hit = tat_covers(m, self.tat, last, masks, name="last").any()
 
         # Stage 2: the looked-up row, its lookups registered.
         checking = Signal()

@@ -103,13 +103,16 @@ class AxiRam(wiring.Component):
         read = r_burst & (ahead < READ_AHEAD)
         taken = axi.rvalid & axi.rready
         m.d.sync += ahead.eq(ahead + read - taken)
-        m.d.comb += rd.en.eq(0)               # the port's enable is 1 unless driven
+        # The memory reads every cycle (words are captured the cycle after they are
+        # asked for): the burst's next word during a burst, else the host's word, so the
+        # address depends on registers only.
+        m.d.comb += rd.addr.eq(Mux(r_burst, r_word[:word_bits], host_word))
         out = Signal(beat)
         host_reads = ~r_burst & (ahead == 0) & host_read & ~host_busy
-        # A host read's word stays on the port's output until it is taken.
+        # No burst starts while the host's read waits to be served or for its word.
         m.d.comb += axi.arready.eq(~r_burst & ~(host_read & ~host_busy) & ~host_pending)
         with m.If(host_reads):
-            m.d.comb += [rd.addr.eq(host_word), rd.en.eq(1), host.req.ready.eq(1)]
+            m.d.comb += host.req.ready.eq(1)
             m.d.sync += [host_pending.eq(1), resp_error.eq(~host_ok), resp_lane.eq(host_lane)]
         with m.If(axi.arvalid & axi.arready):
             word, ok = locate(axi.araddr)
@@ -120,7 +123,6 @@ class AxiRam(wiring.Component):
         pending_valid = Signal()
         m.d.sync += pending_valid.eq(read)
         with m.If(read):
-            m.d.comb += [rd.addr.eq(r_word[:word_bits]), rd.en.eq(1)]
             m.d.sync += [pending.last.eq(r_left == 0), pending.id.eq(r_id),
                          pending.bad.eq(r_bad | (r_word[word_bits:] != 0)),
                          r_word.eq(r_word + 1), r_left.eq(r_left - 1)]

@@ -87,14 +87,21 @@ class OperandBuffers(wiring.Component):
                                           [:exact_log2(b_words)], beat.tag.row)),
                          b_wr.data.eq(Cat(*([beat.data] * b_lanes))),
                          b_wr.en.eq(1 << beat.index[:exact_log2(b_lanes)])]
+        # Old C: the beat is registered first (its decode enables 4·P² words), so a word
+        # lands two cycles after its beat. ``c_full`` still rises the cycle after the
+        # group's last beat: the first PE reads its word ``STEP_LATENCY`` + 1 cycles after
+        # the issuer's start at the earliest, after the word has landed.
+        c_beat = Signal.like(beat)
+        m.d.sync += c_beat.eq(beat)
         for s in range(INTERLEAVE):
             for i in range(p):
                 row_bits = self.cinit.as_value()[(s * p + i) * p * 32:][:p * 32]
                 for n in range((4 * p + bb - 1) // bb):
                     part = row_bits[n * 8 * bb:(n + 1) * 8 * bb]
-                    with m.If(beat.valid & (beat.tag.dest == DEST_C) & (beat.tag.slot == s)
-                              & (beat.tag.row[:log_p] == i) & (beat.index == n)):
-                        m.d.sync += part.eq(beat.data[:len(part)])
+                    with m.If(c_beat.valid & (c_beat.tag.dest == DEST_C)
+                              & (c_beat.tag.slot == s) & (c_beat.tag.row[:log_p] == i)
+                              & (c_beat.index == n)):
+                        m.d.sync += part.eq(c_beat.data[:len(part)])
 
         loaded = beat.valid & beat.last & beat.tag.group_last
         m.d.sync += self.a_full.eq(

@@ -183,15 +183,17 @@ class MatrixCore(wiring.Component):
                     m.next = "RUN"
             with m.State("RUN"):
                 m.d.comb += run.eq(1)
-                with m.If(reader.error.valid):
+                # Once everything is written, reader and writer are idle: no error can
+                # come, so DONE does not wait for their error logic.
+                with m.If(all_written):
+                    m.d.comb += self.finish.eq(1)
+                    m.next = "IDLE"
+                with m.Elif(reader.error.valid):
                     m.d.sync += [error.eq(reader.error), abort.eq(1)]
                     m.next = "ABORT"
                 with m.Elif(writer.error.valid):
                     m.d.sync += [error.eq(writer.error), abort.eq(1)]
                     m.next = "ABORT"
-                with m.Elif(all_written):
-                    m.d.comb += self.finish.eq(1)
-                    m.next = "IDLE"
             with m.State("ABORT"):
                 # Wait for every burst in flight: the next command starts clean.
                 with m.If(reader.idle & writer.idle):

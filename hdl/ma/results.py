@@ -82,13 +82,18 @@ class ResultPath(wiring.Component):
             # be leaving the array: nothing is written then.
             rows.w_en.eq(self.row_valid & keep & self.run),
         ]
+        # Registered a cycle ahead of use (a tile's P rows take P cycles at least): the
+        # next block's address, and whether `jt` is the last slot of the last group.
+        next_block = Signal(ADDR_BITS)
+        jt_last = Signal()
+        m.d.sync += [next_block.eq(block_addr + (cmd.ldc << log_p)),
+                     jt_last.eq(jt == last_slot_jt)]
         with m.If(self.row_valid):
             m.d.sync += row_addr.eq(row_addr + cmd.ldc)
             with m.If(self.row_index == p - 1):
                 m.d.sync += [jt.eq(jt + 1), tile_addr.eq(tile_addr + 4 * p),
                              row_addr.eq(tile_addr + 4 * p), cols_left.eq(cols_left - p)]
-                with m.If(jt == last_slot_jt):
-                    next_block = block_addr + (cmd.ldc << log_p)
+                with m.If(jt_last):
                     m.d.sync += [jt.eq(0), it.eq(it + 1), block_addr.eq(next_block),
                                  tile_addr.eq(next_block), row_addr.eq(next_block),
                                  cols_left.eq(cmd.n), rows_left.eq(rows_left - p)]

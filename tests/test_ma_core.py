@@ -150,7 +150,9 @@ def run_commands(p, data_width, commands, mem_init, tat=None, stall=0.0, max_cyc
             results.append(result)
             memory.fail = fail
             ctx.set(dut.cmd, cmd)
-            await ctx.tick()
+            # START comes three cycles after a register write at the earliest (the
+            # AXI4-Lite register block); the core's checks take two to follow.
+            await ctx.tick().repeat(3)
             result["refuse"] = ctx.get(dut.refuse_code)
             if result["refuse"]:
                 continue

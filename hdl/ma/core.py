@@ -45,10 +45,10 @@ class MatrixCore(wiring.Component):
     """Runs one MA command at a time (see the module docstring).
 
     ``cmd`` and ``tat`` are the register values; ``refuse_code`` / ``refuse_addr`` are the
-    checks at START, for :class:`hdl.common.command.CommandStatus`. They are registered:
-    they judge the register values of the cycle before, which is the values START sees,
-    since the register block performs two writes at least three cycles apart (one write
-    outstanding, the next accepted after its B response). ``launch`` starts a command
+    checks at START, for :class:`hdl.common.command.CommandStatus`. They are registered
+    (two stages): they judge the register values of two cycles before, which are the
+    values START sees, since the register block performs two writes at least three
+    cycles apart (one write outstanding, the next accepted after its B response). ``launch`` starts a command
     (the core copies ``cmd`` and ``tat`` then); it ends with one ``finish`` pulse, after
     the last write of C is acknowledged, or one ``fail`` pulse with a code and the
     logical address, once nothing it issued is still in flight.
@@ -76,25 +76,32 @@ class MatrixCore(wiring.Component):
         })
 
     def _start_checks(self, m):
+        # Two register stages: each check's verdict, then the first failing one. A write
+        # changes a register the cycle after it is performed and START is performed three
+        # cycles after the write at the earliest, by when both stages have followed.
         cmd = self.cmd
         code, addr = Signal(8), Signal(32)
         bf16 = cmd.mode == MaMode.BF16
         bad_shape = Signal()
-        m.d.comb += bad_shape.eq((cmd.mode > MaMode.BF16)
+        m.d.sync += bad_shape.eq((cmd.mode > MaMode.BF16)
                                  | (cmd.m == 0) | (cmd.m > MAX_DIM)
                                  | (cmd.k == 0) | (cmd.k > MAX_DIM)
                                  | (cmd.n == 0) | (cmd.n > MAX_DIM))
         bad_tat = Signal()
-        m.d.comb += bad_tat.eq(~Cat(*(tat_entry_ok(e) for e in self.tat)).all())
+        m.d.sync += bad_tat.eq(~Cat(*(tat_entry_ok(e) for e in self.tat)).all())
         # (register value, alignment mask) in the order ERR_ADDR reports them.
         alignment = [(cmd.a_addr, bf16), (cmd.lda, bf16), (cmd.b_addr, bf16),
                      (cmd.ldb, bf16), (cmd.c_addr, 3), (cmd.ldc, 3)]
+        misaligned = Signal(len(alignment))
+        values = [Signal(32, name=f"align_value{i}") for i in range(len(alignment))]
+        for i, (value, mask) in enumerate(alignment):
+            m.d.sync += [misaligned[i].eq((value & mask) != 0), values[i].eq(value)]
         with m.If(bad_shape):
             m.d.comb += code.eq(ErrorCode.BAD_COMMAND)
         with m.Elif(bad_tat):
             m.d.comb += code.eq(ErrorCode.BAD_TAT)
-        for value, mask in alignment:
-            with m.Elif((value & mask) != 0):
+        for i, value in enumerate(values):
+            with m.Elif(misaligned[i]):
                 m.d.comb += [code.eq(ErrorCode.MISALIGNED), addr.eq(value)]
         m.d.sync += [self.refuse_code.eq(code), self.refuse_addr.eq(addr)]
 

@@ -7,7 +7,15 @@ from amaranth.hdl import Module, Signal
 from amaranth.sim import Simulator
 
 from golden import fp
-from hdl.ma.fp import F32_ADD_STAGES, bf16_mul, f32_add, f32_add_pipelined
+from hdl.ma.fp import (
+    F32_ADD_STAGES,
+    PE_PRODUCT_STAGES,
+    bf16_mul,
+    f32_add,
+    f32_add_pipelined,
+    pe_accumulate,
+    pe_product,
+)
 
 SPECIAL_F32 = [0x00000000, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0xFFC00001,
                0x7F800001, 0x00000001, 0x807FFFFF, 0x00800000, 0x80800000, 0x00800001,
@@ -111,3 +119,72 @@ def test_f32_add_pipelined_matches_golden():
     assert not bad.size, (f"{bad.size} mismatches, first {a_values[bad[0]]:#010x} + "
                           f"{b_values[bad[0]]:#010x}: RTL {got[bad[0]]:#010x}, "
                           f"golden {expected[bad[0]]:#010x}")
+
+
+def pe_operands(rng, count):
+    """Partial sums and bf16 operand pairs for the PE's adder: random, near-cancellation
+    (the sum within a few ulps of minus the product), close exponents (alignment shifts of
+    0..30 either way), and every pair of special values with special partial sums."""
+    a = rng.integers(0, 2**16, count).astype(np.uint16)
+    b = rng.integers(0, 2**16, count).astype(np.uint16)
+    # Keep most products normal: exponents near the bias.
+    tame = rng.random(count) < 0.7
+    for x in (a, b):
+        e = rng.integers(100, 155, count).astype(np.uint16)
+        x[tame] = (x[tame] & np.uint16(0x807F)) | (e[tame] << np.uint16(7))
+    prod = fp.bf16_mul(a, b)
+    acc = rng.integers(0, 2**32, count, dtype=np.uint64).astype(np.uint32)
+    third = count // 3
+    acc[:third] = (prod[:third] ^ np.uint32(0x80000000)) + rng.integers(
+        -300, 301, third).astype(np.int64).astype(np.uint32)
+    shift = rng.integers(-30, 31, third).astype(np.int64)
+    exp = ((prod[third:2 * third] >> np.uint32(23)) & np.uint32(0xFF)).astype(np.int64) + shift
+    acc[third:2 * third] = ((acc[third:2 * third] & np.uint32(0x807FFFFF))
+                            | (np.clip(exp, 0, 255).astype(np.uint32) << np.uint32(23)))
+    special_acc = np.array(SPECIAL_F32, dtype=np.uint32)
+    special_bf16 = np.array(SPECIAL_BF16, dtype=np.uint16)
+    triples = np.array([(c, x, y) for c in special_acc for x in special_bf16[::2]
+                        for y in special_bf16[1::2]], dtype=np.uint32)
+    return (np.concatenate([acc, triples[:, 0]]),
+            np.concatenate([a, triples[:, 1].astype(np.uint16)]),
+            np.concatenate([b, triples[:, 2].astype(np.uint16)]))
+
+
+def test_pe_product_and_accumulate_match_golden():
+    """The PE's product stages and adder, one (sum, a, b) a cycle: each result equals
+    ``f32_add(sum, bf16_mul(a, b))`` of the golden model, five cycles later."""
+    rng = np.random.default_rng(4)
+    acc_values, a_values, b_values = pe_operands(rng, 20000)
+    m = Module()
+    a, b, acc = Signal(16), Signal(16), Signal(32)
+    bf16 = Signal(init=1)
+    product = pe_product(m, a, b, bf16)
+    base = acc
+    for _ in range(PE_PRODUCT_STAGES):          # the sum meets its product
+        delayed = Signal(32)
+        m.d.sync += delayed.eq(base)
+        base = delayed
+    out, _ = pe_accumulate(m, base, product)
+    delay = PE_PRODUCT_STAGES + F32_ADD_STAGES - 1
+    got = []
+
+    async def bench(ctx):
+        for n in range(len(a_values) + delay):
+            if n < len(a_values):
+                ctx.set(a, int(a_values[n]))
+                ctx.set(b, int(b_values[n]))
+                ctx.set(acc, int(acc_values[n]))
+            if n >= delay:
+                got.append(ctx.get(out))
+            await ctx.tick()
+
+    sim = Simulator(m)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    got = np.array(got, dtype=np.uint32)
+    expected = fp.f32_add(acc_values, fp.bf16_mul(a_values, b_values))
+    bad = np.flatnonzero(got != expected)
+    assert not bad.size, (f"{bad.size} mismatches, first {acc_values[bad[0]]:#010x} + "
+                          f"{a_values[bad[0]]:#06x} × {b_values[bad[0]]:#06x}: "
+                          f"RTL {got[bad[0]]:#010x}, golden {expected[bad[0]]:#010x}")

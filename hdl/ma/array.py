@@ -1,16 +1,16 @@
 """The P×P output-stationary systolic array of the matrix accelerator."""
 
-from amaranth.hdl import Cat, Module, Mux, Signal, signed
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.ma.fp import F32_ADD_STAGES, bf16_mul, f32_add_pipelined
+from hdl.ma.fp import F32_ADD_STAGES, PE_PRODUCT_STAGES, pe_accumulate, pe_product
 from hdl.ma.layouts import INTERLEAVE
 
 __all__ = ["INTERLEAVE", "PRODUCT_STAGES", "PE_LATENCY", "FlagsLayout", "StepLayout",
            "ProcessingElement", "SystolicArray", "array_timing"]
 
-PRODUCT_STAGES = 2      # multiplier register, product register (outside the loop)
+PRODUCT_STAGES = PE_PRODUCT_STAGES   # multiplier, product (outside the loop)
 # From the cycle a step is in a PE's input registers to the cycle its sum is in the
 # PE's accumulator (and, for a tile's last step, in its result register).
 PE_LATENCY = PRODUCT_STAGES + F32_ADD_STAGES
@@ -70,28 +70,19 @@ class ProcessingElement(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        a, b = self.a, self.b
         # The mode, registered here: no long net from the command register to every PE's
         # logic. It changes only at a command's start, long before its first step.
         bf16, accumulate = Signal(name="mode_bf16"), Signal(name="mode_accumulate")
         m.d.sync += [bf16.eq(self.bf16), accumulate.eq(self.accumulate)]
 
-        # Product stage 1: the shared multiplier.
-        x = Mux(bf16, Cat(a[0:7], 1, 0), a[0:8].as_signed())
-        y = Mux(bf16, Cat(b[0:7], 1, 0), b[0:8].as_signed())
-        mul = Signal(signed(18), name="mul")
-        a1, b1 = Signal(16), Signal(16)
-        flags1 = Signal(FlagsLayout())
-        m.d.sync += [mul.eq(x.as_signed() * y.as_signed()), a1.eq(a), b1.eq(b),
-                     flags1.eq(self.flags)]
-        # Product stage 2: the binary32 pattern of the bf16 product, or the int8 product.
-        fprod = bf16_mul(m, a1, b1, name="fprod", product=mul[0:16])
-        product = Signal(32)
-        flags2 = Signal(FlagsLayout())
-        # The slot's initial value, picked here so that the loop sees one register.
+        # Product stages: the shared multiplier, then the unpacked bf16 product (or the
+        # int8 product in its significand field).
+        product = pe_product(m, self.a, self.b, bf16, name="prod")
+        flags1, flags2 = Signal(FlagsLayout()), Signal(FlagsLayout())
+        # The slot's initial value, picked in the second product stage so that the loop
+        # sees one register.
         init = Signal(32)
-        m.d.sync += [product.eq(Mux(bf16, fprod, mul[0:16].as_signed())),
-                     flags2.eq(flags1),
+        m.d.sync += [flags1.eq(self.flags), flags2.eq(flags1),
                      init.eq(Mux(accumulate, self.init.as_value().word_select(flags1.slot, 32),
                                  0))]
 
@@ -99,9 +90,9 @@ class ProcessingElement(wiring.Component):
         acc = Signal(32)
         base = Signal(32)
         m.d.comb += base.eq(Mux(flags2.first, init, acc))
-        int8_sum = (base + product.as_signed())[0:32]
-        fsum, carried = f32_add_pipelined(m, base, product, name="add",
-                                          carry={"int8": int8_sum, "flags": flags2.as_value()})
+        int8_sum = (base + product.sig.as_signed())[0:32]
+        fsum, carried = pe_accumulate(m, base, product, name="add",
+                                      carry={"int8": int8_sum, "flags": flags2.as_value()})
         flags = FlagsLayout()(carried["flags"])
         new = Mux(bf16, fsum, carried["int8"])
         m.d.sync += acc.eq(new)

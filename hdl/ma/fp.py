@@ -27,10 +27,11 @@ after the last stage (the MA's PE closes its accumulation loop with that registe
 arithmetic is the same in both: the registers only delay it.
 """
 
-from amaranth.hdl import Cat, Const, Mux, Signal
+from amaranth.hdl import Cat, Const, Mux, Signal, signed
+from amaranth.lib import data
 
 __all__ = ["F32_CANONICAL_NAN", "F32_ADD_STAGES", "bf16_mul", "f32_add", "f32_add_pipelined",
-           "int8_mac"]
+           "int8_mac", "PE_PRODUCT_STAGES", "PeProductLayout", "pe_product", "pe_accumulate"]
 
 F32_CANONICAL_NAN = 0x7FC00000
 _F32_INF = 0x7F800000
@@ -42,23 +43,49 @@ _SUM, _NAN, _INF, _ZERO = range(4)
 
 
 def _leading_zeros(m, value, width, name):
-    """Number of leading zeros of ``value`` (``width`` bits); ``width`` if it is zero."""
-    count = Signal(range(width + 1), name=name)
-    m.d.comb += count.eq(width)
-    for bit in range(width):  # the highest set bit is assigned last, so it wins
-        with m.If(value[bit]):
-            m.d.comb += count.eq(width - 1 - bit)
-    return count
+    """Number of leading zeros of ``value`` (``width`` bits); ``width`` if it is zero.
+
+    A tree: each half of a field reports its count and whether it is all zero, the upper
+    half's count wins unless it is all zero (a shallower, smaller circuit than a priority
+    chain).
+    """
+    size = 1
+    while size < width:
+        size *= 2
+    padded = Cat(Const(0, size - width), value[0:width])   # low padding: counts unchanged
+
+    def tree(bits, w):
+        if w == 1:
+            return Const(0, 0), ~bits[0]
+        hi_count, hi_zero = tree(bits[w // 2:w], w // 2)
+        lo_count, lo_zero = tree(bits[0:w // 2], w // 2)
+        return Mux(hi_zero, Cat(lo_count, 1), Cat(hi_count, 0)), hi_zero & lo_zero
+
+    count, zero = tree(padded, size)
+    result = Signal(range(width + 1), name=name)
+    m.d.comb += result.eq(Mux(zero, width, count))
+    return result
 
 
 def _trailing_zeros(m, value, width, none, name):
     """Number of trailing zeros of ``value`` (``width`` bits); ``none`` if it is zero."""
-    count = Signal(range(max(width, none) + 1), name=name)
-    m.d.comb += count.eq(none)
-    for bit in reversed(range(width)):  # the lowest set bit is assigned last, so it wins
-        with m.If(value[bit]):
-            m.d.comb += count.eq(bit)
-    return count
+    reverse = Cat(*(value[bit] for bit in reversed(range(width))))
+    count = _leading_zeros(m, reverse, width, f"{name}_rev")
+    result = Signal(range(max(width, none) + 1), name=name)
+    m.d.comb += result.eq(Mux(count == width, none, count))
+    return result
+
+
+def _shift(m, value, amount, width, name, left):
+    """``value`` shifted by ``amount`` (zeros in), ``width`` bits kept: one 2:1 multiplexer
+    level per bit of ``amount``, the largest step first."""
+    current = value
+    for k in reversed(range(len(amount))):
+        step = Signal(width, name=f"{name}_{k}")
+        moved = (current << (1 << k)) if left else (current >> (1 << k))
+        m.d.comb += step.eq(Mux(amount[k], moved[0:width], current[0:width]))
+        current = step
+    return current
 
 
 def bf16_mul(m, a, b, name="mul", product=None):
@@ -236,3 +263,201 @@ def f32_add_pipelined(m, a, b, name="add", carry=None):
 def int8_mac(acc, a, b):
     """``acc + a·b`` for int8 ``a``, ``b`` (low bytes of the operands), wrapping to 32 bits."""
     return (acc + a[0:8].as_signed() * b[0:8].as_signed())[0:32]
+
+
+# --- The MA's processing element: a bf16 product added to a binary32 partial sum -----------
+#
+# The PE's adder adds a bf16 product (16 significant bits) to a binary32 partial sum, so it
+# is written for that case rather than with :func:`f32_add`'s general operands:
+#
+# * The product arrives unpacked (:class:`PeProductLayout`): its significand, exponent and
+#   class, never as a binary32 pattern to decode again. Its significand has 16 bits, so
+#   the magnitude comparison looks at 23 bits, not 31.
+# * The alignment shifter collects the sticky bit level by level (the bits each level
+#   shifts out), and the sum is formed in the next stage, so the sticky bit never waits in
+#   front of a carry chain.
+# * Normalisation has two paths. A sum with at most two leading zeros (of 28 bits: a carry,
+#   none, or one) is normalised by a 3-way multiplexer and rounded; its exponent change
+#   (+1, 0, -1) rides on the rounding adder. More leading zeros happen only on a
+#   subtraction with exponents at most one apart; no bit was lost then, so the sum is
+#   exact, only shifted left, and never rounded. The two paths run side by side in the
+#   last stage.
+
+PE_PRODUCT_STAGES = 2
+
+
+class PeProductLayout(data.StructLayout):
+    """A bf16 product as the PE's adder takes it (or, in int8 mode, the int8 product).
+
+    ``sig``: bf16: the product of the two significands normalised to 1.15 (bit 15 set for
+    a normal product); int8: ``a·b``, signed. ``exp``: the biased binary32 exponent of a
+    normal product (meaningless otherwise). ``zero``, ``inf``, ``nan``: the product's class
+    under the MA's rules (a product below ``2**-126`` is a zero; NaN is canonical later).
+    """
+    def __init__(self):
+        super().__init__({"sig": 16, "exp": 8, "sign": 1, "zero": 1, "inf": 1, "nan": 1})
+
+
+def pe_product(m, a, b, bf16, name="prod"):
+    """The PE's two product stages; returns the registered :class:`PeProductLayout` value.
+
+    ``a``, ``b``: 16-bit operands, bf16 patterns or (``bf16`` low) int8 values in the low
+    byte. Stage 1: one 9×9 signed multiply shared by the modes (int8 × int8, or the bf16
+    significands 1.7 × 1.7) and the bf16 operands' exponent sum and classes. Stage 2: the
+    significand product normalised and the product's class (:func:`bf16_mul`'s rules).
+    """
+    # --- stage 1
+    x = Mux(bf16, Cat(a[0:7], 1, 0), a[0:8].as_signed())
+    y = Mux(bf16, Cat(b[0:7], 1, 0), b[0:8].as_signed())
+    mul = Signal(signed(18), name=f"{name}_mul")
+    ea, eb = a[7:15], b[7:15]
+    a_zero, b_zero = ea == 0, eb == 0
+    a_inf, b_inf = (ea == 0xFF) & (a[0:7] == 0), (eb == 0xFF) & (b[0:7] == 0)
+    a_nan, b_nan = (ea == 0xFF) & (a[0:7] != 0), (eb == 0xFF) & (b[0:7] != 0)
+    esum = Signal(9, name=f"{name}_esum")
+    sign, zero, inf, nan = (Signal(name=f"{name}_{n}1") for n in ("sign", "zero", "inf", "nan"))
+    m.d.sync += [mul.eq(x.as_signed() * y.as_signed()), esum.eq(ea + eb),
+                 sign.eq(a[15] ^ b[15]), zero.eq(a_zero | b_zero), inf.eq(a_inf | b_inf),
+                 nan.eq(a_nan | b_nan | (a_inf & b_zero) | (a_zero & b_inf))]
+
+    # --- stage 2
+    top = mul[15]                                   # the significand product is >= 2
+    exp = _wire(m, f"{name}_exp", esum + top - 127)
+    underflow, overflow = exp < 1, exp > 254
+    out = Signal(PeProductLayout(), name=name)
+    m.d.sync += [
+        out.sig.eq(Mux(bf16 & ~top, Cat(0, mul[0:15]), mul[0:16])),
+        out.exp.eq(exp[0:8]),
+        out.sign.eq(sign),
+        out.nan.eq(nan),
+        out.inf.eq(~nan & (inf | (~zero & overflow))),
+        out.zero.eq(~nan & ~inf & (zero | underflow)),
+    ]
+    return out
+
+
+def _shift_right_sticky(m, value, amount, name):
+    """``value >> amount`` (same width) and the OR of every bit shifted out, gathered at
+    each level of the shifter (the largest step first)."""
+    width = len(value)
+    current, lost = value, []
+    for k in reversed(range(len(amount))):
+        step = 1 << k
+        lost.append(amount[k] & (current[0:min(step, width)] != 0))
+        shifted = Signal(width, name=f"{name}_{k}")
+        m.d.comb += shifted.eq(Mux(amount[k], current >> step, current))
+        current = shifted
+    sticky = Signal(name=f"{name}_sticky")
+    m.d.comb += sticky.eq(Cat(*lost).any())
+    return current, sticky
+
+
+def pe_accumulate(m, base, p, name="acc", carry=None):
+    """``base ⊕ p``: binary32 ``base`` plus the product ``p`` (:class:`PeProductLayout`),
+    rounded to nearest even under the MA's rules, in :data:`F32_ADD_STAGES` stages.
+
+    A register follows each of the first three stages; the sum (combinational out of the
+    last stage) belongs to the operands of three cycles earlier, and the caller's register
+    after it closes the PE's accumulation loop. ``carry`` maps names to values delayed
+    alongside by the same three registers. Returns ``(sum, carried)``. The result is the
+    same as ``f32_add(base, bf16_mul(a, b))``.
+    """
+    carry = dict(carry or {})
+
+    def boundary(values, index):
+        delayed = {}
+        for key, value in {**values, **{f"carry_{k}": v for k, v in carry.items()}}.items():
+            reg = Signal(value.shape(), name=f"{name}_s{index}_{key}")
+            m.d.sync += reg.eq(value)
+            delayed[key] = reg
+        for key in list(carry):
+            carry[key] = delayed.pop(f"carry_{key}")
+        return delayed
+
+    # --- stage 1: classify, order by magnitude, exponent difference
+    sa, ea, fa = base[31], base[23:31], base[0:23]
+    a_zero, a_max = ea == 0, ea == 0xFF
+    a_inf, a_nan = a_max & (fa == 0), a_max & (fa != 0)
+    kind = Signal(2, name=f"{name}_kind")
+    special_sign = Signal(name=f"{name}_ssign")
+    with m.If(a_nan | p.nan | (a_inf & p.inf & (sa != p.sign))):
+        m.d.comb += kind.eq(_NAN)
+    with m.Elif(a_inf):
+        m.d.comb += [kind.eq(_INF), special_sign.eq(sa)]
+    with m.Elif(p.inf):
+        m.d.comb += [kind.eq(_INF), special_sign.eq(p.sign)]
+    with m.Elif(a_zero & p.zero):
+        m.d.comb += [kind.eq(_ZERO), special_sign.eq(sa & p.sign)]  # -0 only from -0 + -0
+    with m.Else():
+        m.d.comb += kind.eq(_SUM)
+    # x is the operand of larger magnitude, y the other; a zero operand is the smaller one
+    # and its significand becomes 0, so that x + 0 = x. The product's 8 low fraction bits
+    # are zero, so it is larger exactly when its top 23 bits are.
+    swap = _wire(m, f"{name}_swap",
+                 ~p.zero & (Cat(p.sig[0:15], p.exp) > Cat(fa[8:23], ea)))
+    p_sig = Cat(Const(0, 8), p.sig)
+    s1 = boundary({
+        "sx": Mux(swap, p.sign, sa),
+        "ex": Mux(swap, p.exp, ea),
+        "mx": Mux(swap, p_sig, Cat(fa, 1)),
+        "my": Mux(a_zero | p.zero, 0, Mux(swap, Cat(fa, 1), p_sig))[0:24],
+        "diff": Mux(swap, p.exp - ea, ea - p.exp)[0:8],
+        "add": sa == p.sign,
+        "kind": kind, "special_sign": special_sign,
+    }, 1)
+
+    # --- stage 2: align y to x; guard, round and sticky bits; y negated for x - y
+    dist = Mux(s1["diff"][5:8] != 0, 31, s1["diff"][0:5])
+    y_top, sticky = _shift_right_sticky(m, Cat(Const(0, 2), s1["my"]), dist, f"{name}_align")
+    y_wide = Cat(sticky, y_top, Const(0, 1))          # 28 bits, so that ~ is mod 2**28
+    s2 = boundary({"y": Mux(s1["add"], y_wide, ~y_wide), "mx": s1["mx"], "add": s1["add"],
+                   "sx": s1["sx"], "ex": s1["ex"], "kind": s1["kind"],
+                   "special_sign": s1["special_sign"]}, 2)
+
+    # --- stage 3: x ± y with one adder (x - y = x + ~y + 1); leading zeros below bit 25
+    total = _wire(m, f"{name}_sum", (Cat(Const(0, 3), s2["mx"]) + s2["y"] + ~s2["add"])[0:28])
+    lz = _leading_zeros(m, total[0:25], 25, f"{name}_lz")
+    s3 = boundary({"total": total, "lz": lz, "sx": s2["sx"], "ex": s2["ex"],
+                   "ex_max": s2["ex"] == 254, "ex_min": s2["ex"] == 1,
+                   "kind": s2["kind"], "special_sign": s2["special_sign"]}, 3)
+
+    # --- stage 4: normalise and round (two paths), then pick the result
+    t, lz, ex, sx = s3["total"], s3["lz"], s3["ex"], s3["sx"]
+    # Rounding path (a carry, or at most one leading zero): 27 bits with guard, round and
+    # sticky at the bottom, and the exponent change on the rounding adder.
+    norm = Mux(t[27], Cat(t[0] | t[1], t[2:28]), Mux(t[26], t[0:27], Cat(0, t[0:26])))
+    guard, rnd, stk, lsb = norm[2], norm[1], norm[0], norm[3]
+    change = Mux(t[27], 1, Mux(t[26], 0, 0xFF))      # exponent +1, 0, -1 (mod 2**8)
+    rounded = _wire(m, f"{name}_rounded",
+                    (Cat(norm[3:26], ex) + Cat(guard & (rnd | stk | lsb), Const(0, 22), change)
+                     )[0:31])
+    # A rounding carry into the exponent leaves a zero fraction, so exponent 255 from it is
+    # already the infinity; only a carry from exponent 254 is caught here.
+    over = t[27] & s3["ex_max"]
+    under = ~t[27] & ~t[26] & s3["ex_min"]
+    # Shifting path (three or more leading zeros of 28): exact, only shifted.
+    far = t[25:28] != 0
+    frac = _shift(m, t[0:25], lz, 25, f"{name}_nshift", left=True)[1:24]
+    exp = _wire(m, f"{name}_exp", ex.as_unsigned() - 2 - lz)
+    cancel = ~far & (lz == 25)
+
+    result = Signal(32, name=name)
+    with m.Switch(s3["kind"]):
+        with m.Case(_NAN):
+            m.d.comb += result.eq(F32_CANONICAL_NAN)
+        with m.Case(_INF):
+            m.d.comb += result.eq(Cat(Const(0, 23), Const(0xFF, 8), s3["special_sign"]))
+        with m.Case(_ZERO):
+            m.d.comb += result.eq(Cat(Const(0, 31), s3["special_sign"]))
+        with m.Default():
+            with m.If(cancel):
+                m.d.comb += result.eq(0)                            # x + (-x) = +0
+            with m.Elif(far & under | ~far & (exp < 1)):
+                m.d.comb += result.eq(Cat(Const(0, 31), sx))
+            with m.Elif(far & over):
+                m.d.comb += result.eq(Cat(Const(0, 23), Const(0xFF, 8), sx))
+            with m.Elif(far):
+                m.d.comb += result.eq(Cat(rounded, sx))
+            with m.Else():
+                m.d.comb += result.eq(Cat(frac, exp[0:8], sx))
+    return result, carry

@@ -164,7 +164,7 @@ def test_pe_product_and_accumulate_match_golden():
         delayed = Signal(32)
         m.d.sync += delayed.eq(base)
         base = delayed
-    out, _ = pe_accumulate(m, base, product)
+    out, _ = pe_accumulate(m, base, product, ~bf16)
     delay = PE_PRODUCT_STAGES + F32_ADD_STAGES - 1
     got = []
 
@@ -188,3 +188,49 @@ def test_pe_product_and_accumulate_match_golden():
     assert not bad.size, (f"{bad.size} mismatches, first {acc_values[bad[0]]:#010x} + "
                           f"{a_values[bad[0]]:#06x} × {b_values[bad[0]]:#06x}: "
                           f"RTL {got[bad[0]]:#010x}, golden {expected[bad[0]]:#010x}")
+
+
+def test_pe_int8_mode_wraps_like_golden():
+    """int8 mode of the same stages: ``sum + a·b`` wrapping to 32 bits, five cycles later,
+    with sums near the wrap-around and the extreme products."""
+    rng = np.random.default_rng(5)
+    count = 3000
+    a_values = rng.integers(-128, 128, count)
+    b_values = rng.integers(-128, 128, count)
+    a_values[:8] = [-128, -128, 127, -128, 127, 0, -1, 1]
+    b_values[:8] = [-128, 127, 127, 0, -128, 5, -1, -1]
+    acc_values = rng.integers(-2**31, 2**31, count)
+    acc_values[8:200] = rng.choice([2**31 - 1, -2**31, 2**31 - 16384, -2**31 + 16384], 192)
+    m = Module()
+    a, b, acc = Signal(16), Signal(16), Signal(32)
+    bf16 = Signal(init=0)
+    product = pe_product(m, a, b, bf16)
+    base = acc
+    for _ in range(PE_PRODUCT_STAGES):
+        delayed = Signal(32)
+        m.d.sync += delayed.eq(base)
+        base = delayed
+    out, _ = pe_accumulate(m, base, product, ~bf16)
+    delay = PE_PRODUCT_STAGES + F32_ADD_STAGES - 1
+    got = []
+
+    async def bench(ctx):
+        for n in range(count + delay):
+            if n < count:
+                ctx.set(a, int(a_values[n]) & 0xFF)
+                ctx.set(b, int(b_values[n]) & 0xFF)
+                ctx.set(acc, int(acc_values[n]) & 0xFFFFFFFF)
+            if n >= delay:
+                got.append(ctx.get(out))
+            await ctx.tick()
+
+    sim = Simulator(m)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    # DESIGN.md: int8 × int8 summed exactly in 32-bit two's complement, wrapping.
+    expected = [(int(c) + int(x) * int(y)) & 0xFFFFFFFF
+                for c, x, y in zip(acc_values, a_values, b_values, strict=True)]
+    bad = [n for n in range(count) if got[n] != expected[n]]
+    assert not bad, (f"{len(bad)} mismatches, first {acc_values[bad[0]]} + {a_values[bad[0]]}·"
+                     f"{b_values[bad[0]]}: RTL {got[bad[0]]:#010x}, expected {expected[bad[0]]:#010x}")

@@ -43,8 +43,9 @@ class ProcessingElement(wiring.Component):
     """One PE: a multiply-accumulate pipeline holding ``INTERLEAVE`` partial sums.
 
     Stages (one register each): the multiplier (one 9×9 signed product shared by the
-    modes: int8 × int8, or the two bf16 significands), the product (a binary32 pattern,
-    or the int8 product), then the adder's stages, the last of which is the accumulator.
+    modes: int8 × int8, or the two bf16 significands), the product (the bf16 product
+    unpacked, or the int8 product; :func:`hdl.ma.fp.pe_product`), then the adder's
+    stages (:func:`hdl.ma.fp.pe_accumulate`), the last of which is the accumulator.
     The loop ``accumulator → base → adder → accumulator`` is ``INTERLEAVE`` registers
     long, so a step of slot s meets the sum of the previous step of the same slot::
 
@@ -90,11 +91,9 @@ class ProcessingElement(wiring.Component):
         acc = Signal(32)
         base = Signal(32)
         m.d.comb += base.eq(Mux(flags2.first, init, acc))
-        int8_sum = (base + product.sig.as_signed())[0:32]
-        fsum, carried = pe_accumulate(m, base, product, name="add",
-                                      carry={"int8": int8_sum, "flags": flags2.as_value()})
+        new, carried = pe_accumulate(m, base, product, ~bf16, name="add",
+                                     carry={"flags": flags2.as_value()})
         flags = FlagsLayout()(carried["flags"])
-        new = Mux(bf16, fsum, carried["int8"])
         m.d.sync += acc.eq(new)
         for slot in range(INTERLEAVE):
             with m.If(flags.valid & flags.last & (flags.slot == slot)):

@@ -276,6 +276,8 @@ def int8_mac(acc, a, b):
 # * The alignment shifter collects the sticky bit level by level (the bits each level
 #   shifts out), and the sum is formed in the next stage, so the sticky bit never waits in
 #   front of a carry chain.
+# * The int8 sum is formed in the first stage and leaves through the last stage's
+#   rounding adder (nothing added to it), so it needs no multiplexer of its own.
 # * Normalisation has two paths. A sum with at most two leading zeros (of 28 bits: a carry,
 #   none, or one) is normalised by a 3-way multiplexer and rounded; its exponent change
 #   (+1, 0, -1) rides on the rounding adder. More leading zeros happen only on a
@@ -352,15 +354,16 @@ def _shift_right_sticky(m, value, amount, name):
     return current, sticky
 
 
-def pe_accumulate(m, base, p, name="acc", carry=None):
-    """``base ⊕ p``: binary32 ``base`` plus the product ``p`` (:class:`PeProductLayout`),
-    rounded to nearest even under the MA's rules, in :data:`F32_ADD_STAGES` stages.
+def pe_accumulate(m, base, p, int8, name="acc", carry=None):
+    """The PE's adder in :data:`F32_ADD_STAGES` stages: ``base ⊕ p``, binary32 ``base`` plus
+    the product ``p`` (:class:`PeProductLayout`), rounded to nearest even under the MA's
+    rules (the same as ``f32_add(base, bf16_mul(a, b))``); with ``int8`` high, ``base +
+    p.sig`` (signed), wrapping to 32 bits.
 
     A register follows each of the first three stages; the sum (combinational out of the
     last stage) belongs to the operands of three cycles earlier, and the caller's register
     after it closes the PE's accumulation loop. ``carry`` maps names to values delayed
-    alongside by the same three registers. Returns ``(sum, carried)``. The result is the
-    same as ``f32_add(base, bf16_mul(a, b))``.
+    alongside by the same three registers. Returns ``(sum, carried)``.
     """
     carry = dict(carry or {})
 
@@ -373,6 +376,10 @@ def pe_accumulate(m, base, p, name="acc", carry=None):
         for key in list(carry):
             carry[key] = delayed.pop(f"carry_{key}")
         return delayed
+
+    # int8 mode: the wrapping 32-bit sum, formed here and taken out through the rounding
+    # adder of the last stage (with nothing added).
+    carry["int8"] = (base + p.sig.as_signed())[0:32]
 
     # --- stage 1: classify, order by magnitude, exponent difference
     sa, ea, fa = base[31], base[23:31], base[0:23]
@@ -416,48 +423,53 @@ def pe_accumulate(m, base, p, name="acc", carry=None):
 
     # --- stage 3: x ± y with one adder (x - y = x + ~y + 1); leading zeros below bit 25
     total = _wire(m, f"{name}_sum", (Cat(Const(0, 3), s2["mx"]) + s2["y"] + ~s2["add"])[0:28])
-    lz = _leading_zeros(m, total[0:25], 25, f"{name}_lz")
+    lz = _leading_zeros(m, total[2:25], 23, f"{name}_lz")
     s3 = boundary({"total": total, "lz": lz, "sx": s2["sx"], "ex": s2["ex"],
                    "ex_max": s2["ex"] == 254, "ex_min": s2["ex"] == 1,
+                   "ex_m2": (s2["ex"] - 2)[0:8], "ex_lt2": s2["ex"] < 2, "ex_lt26": s2["ex"] < 26,
                    "kind": s2["kind"], "special_sign": s2["special_sign"]}, 3)
 
     # --- stage 4: normalise and round (two paths), then pick the result
     t, lz, ex, sx = s3["total"], s3["lz"], s3["ex"], s3["sx"]
     # Rounding path (a carry, or at most one leading zero): 27 bits with guard, round and
-    # sticky at the bottom, and the exponent change on the rounding adder.
+    # sticky at the bottom, and the exponent change on the rounding adder. In int8 mode
+    # the adder passes the int8 sum through.
+    s8 = carry.pop("int8")
     norm = Mux(t[27], Cat(t[0] | t[1], t[2:28]), Mux(t[26], t[0:27], Cat(0, t[0:26])))
     guard, rnd, stk, lsb = norm[2], norm[1], norm[0], norm[3]
     change = Mux(t[27], 1, Mux(t[26], 0, 0xFF))      # exponent +1, 0, -1 (mod 2**8)
-    rounded = _wire(m, f"{name}_rounded",
-                    (Cat(norm[3:26], ex) + Cat(guard & (rnd | stk | lsb), Const(0, 22), change)
-                     )[0:31])
+    operand = Mux(int8, s8[0:31], Cat(norm[3:26], ex))
+    increment = Mux(int8, 0, Cat(guard & (rnd | stk | lsb), Const(0, 22), change))
+    rounded = _wire(m, f"{name}_rounded", (operand + increment)[0:31])
     # A rounding carry into the exponent leaves a zero fraction, so exponent 255 from it is
     # already the infinity; only a carry from exponent 254 is caught here.
     over = t[27] & s3["ex_max"]
     under = ~t[27] & ~t[26] & s3["ex_min"]
     # Shifting path (three or more leading zeros of 28): exact, only shifted.
     far = t[25:28] != 0
-    frac = _shift(m, t[0:25], lz, 25, f"{name}_nshift", left=True)[1:24]
-    exp = _wire(m, f"{name}_exp", ex.as_unsigned() - 2 - lz)
-    cancel = ~far & (lz == 25)
+    frac = Cat(0, _shift(m, t[2:25], lz, 23, f"{name}_nshift", left=True)[0:22])
+    exp = _wire(m, f"{name}_exp", (s3["ex_m2"] - lz)[0:8])
+    under_shifted = s3["ex_lt2"] | s3["ex_lt26"] & (lz >= s3["ex_m2"][0:5])
+    cancel = ~far & (lz == 23)
 
     result = Signal(32, name=name)
-    with m.Switch(s3["kind"]):
-        with m.Case(_NAN):
-            m.d.comb += result.eq(F32_CANONICAL_NAN)
-        with m.Case(_INF):
-            m.d.comb += result.eq(Cat(Const(0, 23), Const(0xFF, 8), s3["special_sign"]))
-        with m.Case(_ZERO):
-            m.d.comb += result.eq(Cat(Const(0, 31), s3["special_sign"]))
-        with m.Default():
-            with m.If(cancel):
-                m.d.comb += result.eq(0)                            # x + (-x) = +0
-            with m.Elif(far & under | ~far & (exp < 1)):
-                m.d.comb += result.eq(Cat(Const(0, 31), sx))
-            with m.Elif(far & over):
-                m.d.comb += result.eq(Cat(Const(0, 23), Const(0xFF, 8), sx))
-            with m.Elif(far):
-                m.d.comb += result.eq(Cat(rounded, sx))
-            with m.Else():
-                m.d.comb += result.eq(Cat(frac, exp[0:8], sx))
+    with m.If(int8):
+        m.d.comb += result.eq(Cat(rounded, s8[31]))
+    with m.Elif(s3["kind"] == _NAN):
+        m.d.comb += result.eq(F32_CANONICAL_NAN)
+    with m.Elif(s3["kind"] == _INF):
+        m.d.comb += result.eq(Cat(Const(0, 23), Const(0xFF, 8), s3["special_sign"]))
+    with m.Elif(s3["kind"] == _ZERO):
+        m.d.comb += result.eq(Cat(Const(0, 31), s3["special_sign"]))
+    with m.Else():
+        with m.If(cancel):
+            m.d.comb += result.eq(0)                            # x + (-x) = +0
+        with m.Elif(Mux(far, under, under_shifted)):
+            m.d.comb += result.eq(Cat(Const(0, 31), sx))
+        with m.Elif(far & over):
+            m.d.comb += result.eq(Cat(Const(0, 23), Const(0xFF, 8), sx))
+        with m.Elif(far):
+            m.d.comb += result.eq(Cat(rounded, sx))
+        with m.Else():
+            m.d.comb += result.eq(Cat(frac, exp, sx))
     return result, carry

@@ -52,7 +52,10 @@ def _leading_zeros(m, value, width, name):
     size = 1
     while size < width:
         size *= 2
-    padded = Cat(Const(0, size - width), value[0:width])   # low padding: counts unchanged
+    # On a wire: the tree reads its bits many times, and an expression would be copied
+    # into the Verilog as often.
+    padded = Signal(size, name=f"{name}_in")                 # low padding: counts unchanged
+    m.d.comb += padded.eq(Cat(Const(0, size - width), value[0:width]))
 
     def tree(bits, w):
         if w == 1:

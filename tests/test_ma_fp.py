@@ -7,6 +7,8 @@ from amaranth.hdl import Module, Signal
 from amaranth.sim import Simulator
 
 from golden import fp
+from golden import ma as golden_ma
+from hdl.ma.array import INTERLEAVE, PE_LATENCY, ProcessingElement
 from hdl.ma.fp import (
     F32_ADD_STAGES,
     PE_PRODUCT_STAGES,
@@ -124,7 +126,8 @@ def test_f32_add_pipelined_matches_golden():
 def pe_operands(rng, count):
     """Partial sums and bf16 operand pairs for the PE's adder: random, near-cancellation
     (the sum within a few ulps of minus the product), close exponents (alignment shifts of
-    0..30 either way), and every pair of special values with special partial sums."""
+    0..30 either way), differences near the smallest normal (flushed or not), and every
+    pair of special values with special partial sums."""
     a = rng.integers(0, 2**16, count).astype(np.uint16)
     b = rng.integers(0, 2**16, count).astype(np.uint16)
     # Keep most products normal: exponents near the bias.
@@ -141,6 +144,18 @@ def pe_operands(rng, count):
     exp = ((prod[third:2 * third] >> np.uint32(23)) & np.uint32(0xFF)).astype(np.int64) + shift
     acc[third:2 * third] = ((acc[third:2 * third] & np.uint32(0x807FFFFF))
                             | (np.clip(exp, 0, 255).astype(np.uint32) << np.uint32(23)))
+    # Near the smallest normal: products and sums of exponent 1..2, opposite signs, so
+    # that differences fall below 2**-126 (flushed) or just stay above it.
+    tiny = slice(2 * third, 2 * third + third // 2)
+    n = third // 2
+    ea = rng.integers(60, 68, n).astype(np.uint16)
+    a[tiny] = (a[tiny] & np.uint16(0x807F)) | (ea << np.uint16(7))
+    b[tiny] = (b[tiny] & np.uint16(0x007F)) | ((128 - ea + rng.integers(0, 2, n)).astype(
+        np.uint16) << np.uint16(7))
+    prod[tiny] = fp.bf16_mul(a[tiny], b[tiny])
+    acc[tiny] = ((prod[tiny] ^ np.uint32(0x80000000)) & np.uint32(0x80000000)) | (
+        rng.integers(1, 3, n).astype(np.uint32) << np.uint32(23)) | rng.integers(
+        0, 2**23, n).astype(np.uint32)
     special_acc = np.array(SPECIAL_F32, dtype=np.uint32)
     special_bf16 = np.array(SPECIAL_BF16, dtype=np.uint16)
     triples = np.array([(c, x, y) for c in special_acc for x in special_bf16[::2]
@@ -234,3 +249,67 @@ def test_pe_int8_mode_wraps_like_golden():
     bad = [n for n in range(count) if got[n] != expected[n]]
     assert not bad, (f"{len(bad)} mismatches, first {acc_values[bad[0]]} + {a_values[bad[0]]}·"
                      f"{b_values[bad[0]]}: RTL {got[bad[0]]:#010x}, expected {expected[bad[0]]:#010x}")
+
+
+@pytest.mark.parametrize("bf16", [True, False], ids=["bf16", "int8"])
+def test_processing_element_matches_golden(bf16):
+    """A whole ProcessingElement against golden/ma.py: groups of INTERLEAVE tiles (slots),
+    their k-steps interleaved k-major, random K, with and without ACCUMULATE (each slot's
+    old C from ``init``); bf16 operands and old C drawn partly from special values
+    (zeros, subnormals, infinities, NaNs, the largest normals: overflow) and partly near
+    cancellation. Each slot's result must equal the golden 1×K×1 GEMM."""
+    rng = np.random.default_rng(6 if bf16 else 7)
+    dut = ProcessingElement()
+    special_bf16 = np.array(SPECIAL_BF16, dtype=np.uint16)
+    special_f32 = np.array(SPECIAL_F32, dtype=np.uint32)
+    groups = []
+    for _ in range(40):
+        k = int(rng.integers(1, 10))
+        accumulate = bool(rng.integers(0, 2))
+        if bf16:
+            a = rng.integers(0x3C00, 0x4300, (INTERLEAVE, k)).astype(np.uint16)
+            a |= (rng.integers(0, 2, a.shape) << 15).astype(np.uint16)
+            b = rng.integers(0x3C00, 0x4300, (INTERLEAVE, k)).astype(np.uint16)
+            pick = rng.random(a.shape) < 0.15
+            a[pick] = rng.choice(special_bf16, pick.sum())
+            c = rng.integers(0, 2**32, INTERLEAVE, dtype=np.uint64).astype(np.uint32)
+            c[rng.random(INTERLEAVE) < 0.4] = rng.choice(special_f32)
+            # One slot cancels its own old C with its first product.
+            c[0] = fp.bf16_mul(a[0, 0], b[0, 0]) ^ np.uint32(0x80000000)
+            expected = [golden_ma.gemm_bf16(a[s][None, :], b[s][:, None],
+                                            c[s:s + 1, None] if accumulate else None)[0, 0]
+                        for s in range(INTERLEAVE)]
+        else:
+            a = rng.integers(-128, 128, (INTERLEAVE, k)).astype(np.int8)
+            b = rng.integers(-128, 128, (INTERLEAVE, k)).astype(np.int8)
+            c = rng.integers(-2**31, 2**31, INTERLEAVE).astype(np.int32)
+            expected = [golden_ma.gemm_int8(a[s][None, :], b[s][:, None],
+                                            c[s:s + 1, None] if accumulate else None)[0, 0]
+                        for s in range(INTERLEAVE)]
+        groups.append((k, accumulate, a, b, c, [int(v) & 0xFFFFFFFF for v in expected]))
+
+    async def bench(ctx):
+        ctx.set(dut.bf16, bf16)
+        for k, accumulate, a, b, c, expected in groups:
+            ctx.set(dut.accumulate, accumulate)
+            for s in range(INTERLEAVE):
+                ctx.set(dut.init[s], int(c[s]) & 0xFFFFFFFF)
+            await ctx.tick()
+            for step in range(k):
+                for s in range(INTERLEAVE):
+                    ctx.set(dut.a, int(a[s, step]) & 0xFFFF)
+                    ctx.set(dut.b, int(b[s, step]) & 0xFFFF)
+                    ctx.set(dut.flags, {"valid": 1, "first": step == 0, "last": step == k - 1,
+                                        "slot": s})
+                    await ctx.tick()
+            ctx.set(dut.flags, {"valid": 0, "first": 0, "last": 0, "slot": 0})
+            await ctx.tick().repeat(PE_LATENCY + 1)
+            got = [ctx.get(dut.result[s]) for s in range(INTERLEAVE)]
+            assert got == expected, (
+                f"K={k} accumulate={accumulate}: RTL {[hex(v) for v in got]}, golden "
+                f"{[hex(v) for v in expected]}; a={a.tolist()} b={b.tolist()} c={c.tolist()}")
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()

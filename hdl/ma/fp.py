@@ -134,9 +134,14 @@ def _wire(m, name, value):
     return sig
 
 
-def _f32_add_stages(m, a, b, name, boundary):
+def _f32_add_stages(m, a, b, name, boundary, inner=None):
     """The adder's four stages; ``boundary(values, index)`` is applied to the values that
-    cross from stage ``index`` to ``index + 1`` (a register, or nothing)."""
+    cross from stage ``index`` to ``index + 1`` (a register, or nothing); ``inner`` (if
+    given) likewise inside stages 2 and 3, after the alignment (index 12) and after the
+    leading-zero count (index 13)."""
+    if inner is None:
+        def inner(values, index):
+            return values
     # --- stage 1: classify, order by magnitude, exponent difference
     sa, ea, fa = a[31], a[23:31], a[0:23]
     sb, eb, fb = b[31], b[23:31], b[0:23]
@@ -179,8 +184,12 @@ def _f32_add_stages(m, a, b, name, boundary):
     tz = _trailing_zeros(m, s1["my"], 24, 31, f"{name}_tz")
     sticky = dist >= tz + 3
     y_top = _wire(m, f"{name}_yshift", (Cat(Const(0, 2), s1["my"]) >> dist)[0:26])
+    s12 = inner({"y_top": y_top, "sticky": sticky, "mx": s1["mx"], "add": s1["add"],
+                 "sx": s1["sx"], "ex": s1["ex"], "kind": s1["kind"],
+                 "special_sign": s1["special_sign"]}, 12)
+    s1 = s12
     x_ext = Cat(Const(0, 3), s1["mx"])
-    y_ext = Cat(sticky, y_top)
+    y_ext = Cat(s12["sticky"], s12["y_top"])
     # x ± y with one adder: x - y = x + ~y + 1.
     y_wide = Cat(y_ext, Const(0, 1))                 # 28 bits, so that ~ is mod 2**28
     y_op = Mux(s1["add"], y_wide, ~y_wide)
@@ -194,6 +203,8 @@ def _f32_add_stages(m, a, b, name, boundary):
     # and then no bit was lost into the sticky position, so the shift is exact.
     total = s2["total"]
     lz = _leading_zeros(m, total[0:27], 27, f"{name}_lz")
+    s2 = inner({**s2, "lz": lz}, 13)
+    total, lz = s2["total"], s2["lz"]
     norm = Signal(27, name=f"{name}_norm")
     exp = Signal(range(-64, 512), name=f"{name}_exp")
     with m.If(total[27]):
@@ -240,12 +251,13 @@ def f32_add(m, a, b, name="add"):
     return _f32_add_stages(m, a, b, name, lambda values, index: values)
 
 
-def f32_add_pipelined(m, a, b, name="add", carry=None):
-    """:func:`f32_add` with a register after each of its first three stages.
+def f32_add_pipelined(m, a, b, name="add", carry=None, deep=False):
+    """:func:`f32_add` with a register after each of its first three stages (``deep``:
+    also after the alignment and after the leading-zero count, five registers).
 
     The result (combinational out of the last stage) belongs to the operands of three
-    cycles earlier. ``carry`` maps names to values that travel alongside, delayed by the
-    same three registers; returns ``(result, carried)``.
+    (five) cycles earlier. ``carry`` maps names to values that travel alongside, delayed
+    by the same registers; returns ``(result, carried)``.
     """
     carry = dict(carry or {})
 
@@ -259,7 +271,7 @@ def f32_add_pipelined(m, a, b, name="add", carry=None):
             carry[key] = delayed.pop(f"carry_{key}")
         return delayed
 
-    result = _f32_add_stages(m, a, b, name, boundary)
+    result = _f32_add_stages(m, a, b, name, boundary, boundary if deep else None)
     return result, carry
 
 

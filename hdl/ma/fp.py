@@ -251,16 +251,10 @@ def f32_add(m, a, b, name="add"):
     return _f32_add_stages(m, a, b, name, lambda values, index: values)
 
 
-def f32_add_pipelined(m, a, b, name="add", carry=None, deep=False):
-    """:func:`f32_add` with a register after each of its first three stages (``deep``:
-    also after the alignment and after the leading-zero count, five registers).
-
-    The result (combinational out of the last stage) belongs to the operands of three
-    (five) cycles earlier. ``carry`` maps names to values that travel alongside, delayed
-    by the same registers; returns ``(result, carried)``.
-    """
-    carry = dict(carry or {})
-
+def _stage_registers(m, name, carry):
+    """A ``boundary(values, index)`` for the staged adders: registers every value of the
+    stage (``<name>_s<index>_<key>``) and, beside them, the values of ``carry`` (a dict,
+    updated in place to the delayed copies); returns the registered values."""
     def boundary(values, index):
         delayed = {}
         for key, value in {**values, **{f"carry_{k}": v for k, v in carry.items()}}.items():
@@ -270,6 +264,19 @@ def f32_add_pipelined(m, a, b, name="add", carry=None, deep=False):
         for key in list(carry):
             carry[key] = delayed.pop(f"carry_{key}")
         return delayed
+    return boundary
+
+
+def f32_add_pipelined(m, a, b, name="add", carry=None, deep=False):
+    """:func:`f32_add` with a register after each of its first three stages (``deep``:
+    also after the alignment and after the leading-zero count, five registers).
+
+    The result (combinational out of the last stage) belongs to the operands of three
+    (five) cycles earlier. ``carry`` maps names to values that travel alongside, delayed
+    by the same registers; returns ``(result, carried)``.
+    """
+    carry = dict(carry or {})
+    boundary = _stage_registers(m, name, carry)
 
     result = _f32_add_stages(m, a, b, name, boundary, boundary if deep else None)
     return result, carry
@@ -381,16 +388,7 @@ def pe_accumulate(m, base, p, int8, name="acc", carry=None):
     alongside by the same three registers. Returns ``(sum, carried)``.
     """
     carry = dict(carry or {})
-
-    def boundary(values, index):
-        delayed = {}
-        for key, value in {**values, **{f"carry_{k}": v for k, v in carry.items()}}.items():
-            reg = Signal(value.shape(), name=f"{name}_s{index}_{key}")
-            m.d.sync += reg.eq(value)
-            delayed[key] = reg
-        for key in list(carry):
-            carry[key] = delayed.pop(f"carry_{key}")
-        return delayed
+    boundary = _stage_registers(m, name, carry)
 
     # int8 mode: the wrapping 32-bit sum, formed here and taken out through the rounding
     # adder of the last stage (with nothing added).

@@ -165,30 +165,31 @@ def pe_operands(rng, count):
             np.concatenate([b, triples[:, 2].astype(np.uint16)]))
 
 
-def test_pe_product_and_accumulate_match_golden():
-    """The PE's product stages and adder, one (sum, a, b) a cycle: each result equals
-    ``f32_add(sum, bf16_mul(a, b))`` of the golden model, five cycles later."""
-    rng = np.random.default_rng(4)
-    acc_values, a_values, b_values = pe_operands(rng, 20000)
+def run_pe_stages(acc_values, a_values, b_values, bf16):
+    """The PE's product stages and adder fed one (sum, a, b) a cycle (the sum delayed to
+    meet its product); returns each result as it leaves the last stage. int8 operands
+    are given as signed integers."""
     m = Module()
     a, b, acc = Signal(16), Signal(16), Signal(32)
-    bf16 = Signal(init=1)
-    product = pe_product(m, a, b, bf16)
+    mode = Signal(init=int(bf16))
+    product = pe_product(m, a, b, mode)
     base = acc
     for _ in range(PE_PRODUCT_STAGES):          # the sum meets its product
         delayed = Signal(32)
         m.d.sync += delayed.eq(base)
         base = delayed
-    out, _ = pe_accumulate(m, base, product, ~bf16)
+    out, _ = pe_accumulate(m, base, product, ~mode)
     delay = PE_PRODUCT_STAGES + F32_ADD_STAGES - 1
+    count = len(a_values)
+    mask = 0xFFFF if bf16 else 0xFF             # int8: the value in the low byte
     got = []
 
     async def bench(ctx):
-        for n in range(len(a_values) + delay):
-            if n < len(a_values):
-                ctx.set(a, int(a_values[n]))
-                ctx.set(b, int(b_values[n]))
-                ctx.set(acc, int(acc_values[n]))
+        for n in range(count + delay):
+            if n < count:
+                ctx.set(a, int(a_values[n]) & mask)
+                ctx.set(b, int(b_values[n]) & mask)
+                ctx.set(acc, int(acc_values[n]) & 0xFFFFFFFF)
             if n >= delay:
                 got.append(ctx.get(out))
             await ctx.tick()
@@ -197,7 +198,15 @@ def test_pe_product_and_accumulate_match_golden():
     sim.add_clock(1e-6)
     sim.add_testbench(bench)
     sim.run()
-    got = np.array(got, dtype=np.uint32)
+    return got
+
+
+def test_pe_product_and_accumulate_match_golden():
+    """The PE's product stages and adder, one (sum, a, b) a cycle: each result equals
+    ``f32_add(sum, bf16_mul(a, b))`` of the golden model, five cycles later."""
+    rng = np.random.default_rng(4)
+    acc_values, a_values, b_values = pe_operands(rng, 20000)
+    got = np.array(run_pe_stages(acc_values, a_values, b_values, bf16=True), dtype=np.uint32)
     expected = fp.f32_add(acc_values, fp.bf16_mul(a_values, b_values))
     bad = np.flatnonzero(got != expected)
     assert not bad.size, (f"{bad.size} mismatches, first {acc_values[bad[0]]:#010x} + "
@@ -216,33 +225,7 @@ def test_pe_int8_mode_wraps_like_golden():
     b_values[:8] = [-128, 127, 127, 0, -128, 5, -1, -1]
     acc_values = rng.integers(-2**31, 2**31, count)
     acc_values[8:200] = rng.choice([2**31 - 1, -2**31, 2**31 - 16384, -2**31 + 16384], 192)
-    m = Module()
-    a, b, acc = Signal(16), Signal(16), Signal(32)
-    bf16 = Signal(init=0)
-    product = pe_product(m, a, b, bf16)
-    base = acc
-    for _ in range(PE_PRODUCT_STAGES):
-        delayed = Signal(32)
-        m.d.sync += delayed.eq(base)
-        base = delayed
-    out, _ = pe_accumulate(m, base, product, ~bf16)
-    delay = PE_PRODUCT_STAGES + F32_ADD_STAGES - 1
-    got = []
-
-    async def bench(ctx):
-        for n in range(count + delay):
-            if n < count:
-                ctx.set(a, int(a_values[n]) & 0xFF)
-                ctx.set(b, int(b_values[n]) & 0xFF)
-                ctx.set(acc, int(acc_values[n]) & 0xFFFFFFFF)
-            if n >= delay:
-                got.append(ctx.get(out))
-            await ctx.tick()
-
-    sim = Simulator(m)
-    sim.add_clock(1e-6)
-    sim.add_testbench(bench)
-    sim.run()
+    got = run_pe_stages(acc_values, a_values, b_values, bf16=False)
     # DESIGN.md: int8 × int8 summed exactly in 32-bit two's complement, wrapping.
     expected = [(int(c) + int(x) * int(y)) & 0xFFFFFFFF
                 for c, x, y in zip(acc_values, a_values, b_values, strict=True)]

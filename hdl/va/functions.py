@@ -7,13 +7,13 @@ their mathematical definitions: the ROM contents are written once.
 All helpers are combinational and return Signals.
 """
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed
-from amaranth.lib import data, stream, wiring
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value, signed
+from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from golden.va import F32_2M64, F32_ONE, FIX, LN2_Q, LOG2E_Q, exp2_table, recip_table, rsqrt_table
 from hdl.codes import VaOpcode
-from hdl.ma.fp import F32_CANONICAL_NAN, f32_add
+from hdl.ma.fp import F32_CANONICAL_NAN, f32_add, f32_add_pipelined
 from hdl.va.lanes import f32_to_bf16
 
 __all__ = ["f32_mul",
@@ -25,6 +25,91 @@ __all__ = ["f32_mul",
 
 
 
+class Stages:
+    """The register boundaries of a datapath pipeline that never stalls.
+
+    Helpers call ``cut(values)`` at their cut points: with ``registers`` the dict
+    ``values``, and every value travelling in :attr:`carry`, pass through a register
+    (reset-less: a pipeline's data needs no reset) and :attr:`depth` counts the boundary;
+    without, ``cut`` changes nothing (the helper is combinational, ``depth`` stays 0).
+    Values needed after a helper travel alongside: ``token = keep(name=value, ...)``
+    before, ``take(token)`` after. ``fork()`` starts a parallel branch at the same depth;
+    ``join(branch, values)`` delays the values of the branch that is ahead of the other.
+    """
+
+    def __init__(self, m, name, registers=True):
+        self.m, self.name, self.registers = m, name, registers
+        self.depth = 0
+        self.carry = {}
+        self._tokens = 0
+        self._forks = 0
+
+    def __call__(self, values):
+        if not self.registers:
+            return dict(values)
+        items = {**{f"v_{k}": v for k, v in values.items()},
+                 **{f"c_{k}": v for k, v in self.carry.items()}}
+        out = {}
+        for key, value in items.items():
+            value = Value.cast(value)
+            reg = Signal(value.shape(), name=f"{self.name}_{self.depth}_{key}", reset_less=True)
+            self.m.d.sync += reg.eq(value)
+            out[key] = reg
+        self.carry = {k: out[f"c_{k}"] for k in self.carry}
+        self.depth += 1
+        return {k: out[f"v_{k}"] for k in values}
+
+    def keep(self, **values):
+        self._tokens += 1
+        token = f"k{self._tokens}"
+        for key, value in values.items():
+            self.carry[f"{token}_{key}"] = value
+        return token
+
+    def take(self, token):
+        prefix = f"{token}_"
+        return {key[len(prefix):]: self.carry.pop(key)
+                for key in [k for k in self.carry if k.startswith(prefix)]}
+
+    def fork(self):
+        self._forks += 1
+        branch = Stages(self.m, f"{self.name}_b{self._forks}", self.registers)
+        branch.depth = self.depth
+        return branch
+
+    def join(self, branch, values):
+        """Bring this pipeline and ``branch`` to the same depth: returns ``values`` (of the
+        branch) delayed to this pipeline's depth, or delays this pipeline's carry."""
+        values = dict(values)
+        while branch.depth < self.depth:
+            values = branch(values)
+        while self.depth < branch.depth:
+            self({})
+        return values
+
+
+def _nocut(m, cut):
+    return cut if cut is not None else Stages(m, "", registers=False)
+
+
+def product(m, x, y, cut, name, piece=18):
+    """``x · y`` of unsigned values (``y`` may be an int): the partial products of
+    ``piece``-bit slices (a multiplier block each), a cut, then their sum (combinational,
+    returned)."""
+    y = Const(y, max(1, int(y).bit_length())) if isinstance(y, int) else y
+    x, y = Value.cast(x), Value.cast(y)
+    width = len(x) + len(y)
+    parts = {}
+    for i in range(0, len(x), piece):
+        for j in range(0, len(y), piece):
+            parts[f"p{i}_{j}"] = x[i:i + piece] * y[j:j + piece]
+    parts = cut(parts)
+    total = Signal(width, name=name)
+    m.d.comb += total.eq(sum((Value.cast(v) << int(k[1:].split("_")[0]) + int(k.split("_")[1]))
+                             for k, v in parts.items())[:width])
+    return total
+
+
 def _leading_one(m, value, width, name):
     """Index of the highest set bit of ``value`` (0 if none)."""
     index = Signal(range(width), name=name)
@@ -34,171 +119,264 @@ def _leading_one(m, value, width, name):
     return index
 
 
-def normalize_trunc(m, value, width, scale, sign, name):
+def normalize_trunc(m, value, width, scale, sign, name, cut=None):
     """binary32 bits of ``±value · 2**scale`` (``value`` unsigned, ``width`` bits;
-    ``scale`` signed), truncated to 24 bits, flushed below 2**-126, inf from 2**128."""
+    ``scale`` signed), truncated to 24 bits, flushed below 2**-126, inf from 2**128.
+    Cuts: after the leading one and the exponent, after the shift."""
+    cut = _nocut(m, cut)
     hb = _leading_one(m, value, width, f"{name}_hb")
+    exp = Signal(range(-1024, 1024), name=f"{name}_exp")
+    m.d.comb += exp.eq(hb + scale + 127)
+    s = cut({"value": value, "hb": hb, "exp": exp, "sign": sign})
+    hb = s["hb"]
     mant = Signal(24, name=f"{name}_mant")
     right = (hb - 23)[:6]          # each is used only where it is not negative
     left = (23 - hb)[:5]
-    m.d.comb += mant.eq(Mux(hb >= 23, value >> right, value << left))
-    exp = Signal(range(-1024, 1024), name=f"{name}_exp")
-    m.d.comb += exp.eq(hb + scale + 127)
+    m.d.comb += mant.eq(Mux(hb >= 23, s["value"] >> right, s["value"] << left))
+    s = cut({"zero": s["value"] == 0, "mant": mant, "exp": s["exp"], "sign": s["sign"]})
+    exp, sign = s["exp"], s["sign"]
     out = Signal(32, name=name)
-    with m.If(value == 0):
+    with m.If(s["zero"]):
         m.d.comb += out.eq(Cat(Const(0, 31), sign))
     with m.Elif(exp < 1):
         m.d.comb += out.eq(Cat(Const(0, 31), sign))
     with m.Elif(exp > 254):
         m.d.comb += out.eq(Cat(Const(0, 23), Const(0xFF, 8), sign))
     with m.Else():
-        m.d.comb += out.eq(Cat(mant[:23], exp[:8], sign))
+        m.d.comb += out.eq(Cat(s["mant"][:23], exp[:8], sign))
     return out
 
 
-def f32_mul(m, a, b, name):
+def f32_mul(m, a, b, name, cut=None):
     """binary32 × binary32, round to nearest even, with the MA's rules: subnormal inputs
     read as zeros, a subnormal IEEE result flushes to a signed zero (one that rounds up
-    to 2**-126 is kept), every NaN is 0x7FC00000."""
+    to 2**-126 is kept), every NaN is 0x7FC00000. Cuts: after the partial products,
+    after their sum, after the rounding."""
+    cut = _nocut(m, cut)
     sa, ea, fa = a[31], a[23:31], a[:23]
     sb, eb, fb = b[31], b[23:31], b[:23]
-    sign = sa ^ sb
     a_zero, b_zero = ea == 0, eb == 0
     a_inf, b_inf = (ea == 0xFF) & (fa == 0), (eb == 0xFF) & (fb == 0)
     a_nan, b_nan = (ea == 0xFF) & (fa != 0), (eb == 0xFF) & (fb != 0)
-    prod = Signal(48, name=f"{name}_prod")
-    m.d.comb += prod.eq(Cat(fa, 1) * Cat(fb, 1))
+    kind = Signal(2, name=f"{name}_kind")        # 0 number, 1 NaN, 2 inf, 3 zero
+    with m.If(a_nan | b_nan | (a_inf & b_zero) | (a_zero & b_inf)):
+        m.d.comb += kind.eq(1)
+    with m.Elif(a_inf | b_inf):
+        m.d.comb += kind.eq(2)
+    with m.Elif(a_zero | b_zero):
+        m.d.comb += kind.eq(3)
+    esum = Signal(range(-512, 512), name=f"{name}_esum")
+    m.d.comb += esum.eq(ea + eb - 127)
+    token = cut.keep(sign=sa ^ sb, kind=kind, esum=esum)
+    prod = product(m, Cat(fa, 1), Cat(fb, 1), cut, f"{name}_prod")
+    s = {"prod": prod, **cut.take(token)}
+    s = cut(s)
+    prod = s["prod"]
     top = prod[47]
     exp = Signal(range(-512, 512), name=f"{name}_exp")
-    m.d.comb += exp.eq(ea + eb - 127 + top)
+    m.d.comb += exp.eq(s["esum"] + top)
     sig = Mux(top, prod[24:48], prod[23:47])
     guard = Mux(top, prod[23], prod[22])
     sticky = Mux(top, prod[:23] != 0, prod[:22] != 0)
     rounded = Signal(25, name=f"{name}_rnd")
     m.d.comb += rounded.eq(sig + (guard & (sticky | sig[0])))
+    s = cut({"rounded": rounded, "exp": exp, "ones": sig[:23] == 0x7FFFFF,
+             "sign": s["sign"], "kind": s["kind"]})
+    rounded, exp, sign = s["rounded"], s["exp"], s["sign"]
     exp_r = Signal(range(-512, 512), name=f"{name}_expr")
     m.d.comb += exp_r.eq(exp + rounded[24])
     frac = Mux(rounded[24], 0, rounded[:23])
     out = Signal(32, name=name)
-    with m.If(a_nan | b_nan | (a_inf & b_zero) | (a_zero & b_inf)):
-        m.d.comb += out.eq(F32_CANONICAL_NAN)
-    with m.Elif(a_inf | b_inf):
-        m.d.comb += out.eq(Cat(Const(0, 23), Const(0xFF, 8), sign))
-    with m.Elif(a_zero | b_zero):
-        m.d.comb += out.eq(Cat(Const(0, 31), sign))
-    with m.Elif(exp_r > 254):
-        m.d.comb += out.eq(Cat(Const(0, 23), Const(0xFF, 8), sign))
-    with m.Elif(exp >= 1):
-        m.d.comb += out.eq(Cat(frac, exp_r[:8], sign))
-    with m.Elif((exp == 0) & (sig[:23] == 0x7FFFFF)):
-        # 2**-127 · (2 - 2**-23) or more rounds, as a subnormal, up to 2**-126.
-        m.d.comb += out.eq(Cat(Const(0, 23), Const(1, 8), sign))
-    with m.Else():
-        m.d.comb += out.eq(Cat(Const(0, 31), sign))
+    with m.Switch(s["kind"]):
+        with m.Case(1):
+            m.d.comb += out.eq(F32_CANONICAL_NAN)
+        with m.Case(2):
+            m.d.comb += out.eq(Cat(Const(0, 23), Const(0xFF, 8), sign))
+        with m.Case(3):
+            m.d.comb += out.eq(Cat(Const(0, 31), sign))
+        with m.Default():
+            with m.If(exp_r > 254):
+                m.d.comb += out.eq(Cat(Const(0, 23), Const(0xFF, 8), sign))
+            with m.Elif(exp >= 1):
+                m.d.comb += out.eq(Cat(frac, exp_r[:8], sign))
+            with m.Elif((exp == 0) & s["ones"]):
+                # 2**-127 · (2 - 2**-23) or more rounds, as a subnormal, up to 2**-126.
+                m.d.comb += out.eq(Cat(Const(0, 23), Const(1, 8), sign))
+            with m.Else():
+                m.d.comb += out.eq(Cat(Const(0, 31), sign))
     return out
 
 
-def exp_f32(m, x, bias, name):
+def exp_f32(m, x, bias, name, cut=None):
     """e**x · 2**bias for binary32 ``x`` (``bias`` a small signed value)."""
+    cut = _nocut(m, cut)
     sign, e, frac = x[31], x[23:31], x[:23]
     big_e = Signal(range(-128, 129), name=f"{name}_E")
     m.d.comb += big_e.eq(e - 127)
-    M = Cat(frac, 1)
-    prod = Signal(55, name=f"{name}_p")
-    m.d.comb += prod.eq(M * LOG2E_Q)
     shift = Signal(range(64), name=f"{name}_sh")
     m.d.comb += shift.eq(Mux(big_e > 23, 0, 23 - big_e))
+    special = Signal(2, name=f"{name}_special")     # 0 none, 1 NaN, 2 big, 3 tiny
+    with m.If((e == 0xFF) & (frac != 0)):
+        m.d.comb += special.eq(1)
+    with m.Elif(big_e >= 7):
+        m.d.comb += special.eq(2)
+    with m.Elif(big_e < -24):
+        m.d.comb += special.eq(3)
+    token = cut.keep(sign=sign, shift=shift, special=special, bias=bias)
+    prod = product(m, Cat(frac, 1), LOG2E_Q, cut, f"{name}_p")
+    s = cut({"prod": prod, **cut.take(token)})
     mag = Signal(40, name=f"{name}_T")
-    m.d.comb += mag.eq(prod >> shift)
+    m.d.comb += mag.eq(s["prod"] >> s["shift"])
+    s = cut({"mag": mag, "sign": s["sign"], "special": s["special"], "bias": s["bias"]})
     t = Signal(signed(41), name=f"{name}_t")
-    m.d.comb += t.eq(Mux(sign, -mag, mag))
+    m.d.comb += t.eq(Mux(s["sign"], -s["mag"], s["mag"]))
+    s = cut({"t": t, "sign": s["sign"], "special": s["special"], "bias": s["bias"]})
+    t = s["t"]
     n = Signal(signed(11), name=f"{name}_n")
     m.d.comb += n.eq(t >> FIX)
     f = t[:FIX]
     table = Array(Const(v, 32) for v in _EXP2)
     y = Signal(32, name=f"{name}_y")
     m.d.comb += y.eq(table[f[FIX - 8:]])
-    g = Signal(24, name=f"{name}_g")
-    m.d.comb += g.eq((f[:FIX - 8] * LN2_Q) >> FIX)
+    token = cut.keep(y=y, scale=n - FIX + s["bias"], sign=s["sign"], special=s["special"],
+                     bias=s["bias"])
+    g = product(m, f[:FIX - 8], LN2_Q, cut, f"{name}_gp")
+    s = {"g": (g >> FIX)[:24], **cut.take(token)}
+    s = cut(s)
+    token = cut.keep(y=s["y"], scale=s["scale"], sign=s["sign"], special=s["special"],
+                     bias=s["bias"])
+    yg = product(m, s["y"], s["g"], cut, f"{name}_yg")
+    s = cut({"yg": yg >> FIX, **cut.take(token)})
     mant = Signal(33, name=f"{name}_mant")
-    m.d.comb += mant.eq(y + ((y * g) >> FIX))
-    core = normalize_trunc(m, mant, 33, n - FIX + bias, 0, f"{name}_norm")
+    m.d.comb += mant.eq(s["y"] + s["yg"])
+    s = cut({"mant": mant, "scale": s["scale"], "sign": s["sign"], "special": s["special"],
+             "bias": s["bias"]})
+    token = cut.keep(sign=s["sign"], special=s["special"], bias=s["bias"])
+    core = normalize_trunc(m, s["mant"], 33, s["scale"], 0, f"{name}_norm", cut)
+    s = cut.take(token)
     out = Signal(32, name=name)
-    with m.If((e == 0xFF) & (frac != 0)):
-        m.d.comb += out.eq(F32_CANONICAL_NAN)
-    with m.Elif(big_e >= 7):
-        m.d.comb += out.eq(Mux(sign, 0, 0x7F800000))
-    with m.Elif(big_e < -24):
-        m.d.comb += out.eq(F32_ONE + (bias << 23))
-    with m.Else():
-        m.d.comb += out.eq(core)
+    with m.Switch(s["special"]):
+        with m.Case(1):
+            m.d.comb += out.eq(F32_CANONICAL_NAN)
+        with m.Case(2):
+            m.d.comb += out.eq(Mux(s["sign"], 0, 0x7F800000))
+        with m.Case(3):
+            m.d.comb += out.eq(F32_ONE + (s["bias"] << 23))
+        with m.Default():
+            m.d.comb += out.eq(core)
     return out
 
 
-def recip_f32(m, x, name):
+def recip_f32(m, x, name, cut=None):
     """1/x for binary32 ``x``: table + one Newton step; exact for powers of two."""
+    cut = _nocut(m, cut)
     sign, e, frac = x[31], x[23:31], x[:23]
-    M = Cat(frac, 1)
     table = Array(Const(v, 31) for v in _RECIP)
     y0 = Signal(31, name=f"{name}_y0")
     m.d.comb += y0.eq(table[frac[15:]])
-    p = Signal(32, name=f"{name}_p")
-    m.d.comb += p.eq((M * y0) >> 23)
-    y1 = Signal(32, name=f"{name}_y1")
-    m.d.comb += y1.eq(Mux(frac == 0, 1 << FIX, (y0 * ((1 << (FIX + 1)) - p)[:32]) >> FIX))
-    core = normalize_trunc(m, y1, 32, -FIX - (e - 127), sign, f"{name}_norm")
-    out = Signal(32, name=name)
+    special = Signal(2, name=f"{name}_special")     # 0 none, 1 NaN, 2 inf → 0, 3 zero → inf
     with m.If((e == 0xFF) & (frac != 0)):
-        m.d.comb += out.eq(F32_CANONICAL_NAN)
+        m.d.comb += special.eq(1)
     with m.Elif(e == 0xFF):
-        m.d.comb += out.eq(Cat(Const(0, 31), sign))
+        m.d.comb += special.eq(2)
     with m.Elif(e == 0):
-        m.d.comb += out.eq(Cat(Const(0, 23), Const(0xFF, 8), sign))
-    with m.Else():
-        m.d.comb += out.eq(core)
+        m.d.comb += special.eq(3)
+    s = cut({"y0": y0, "frac": frac, "sign": sign, "special": special,
+             "scale": -FIX - (e - 127)})
+    token = cut.keep(y0=s["y0"], one=s["frac"] == 0, sign=s["sign"], special=s["special"],
+                     scale=s["scale"])
+    p = product(m, Cat(s["frac"], 1), s["y0"], cut, f"{name}_p")
+    s = cut({"p": p >> 23, **cut.take(token)})
+    d = Signal(32, name=f"{name}_d")
+    m.d.comb += d.eq(((1 << (FIX + 1)) - s["p"])[:32])
+    token = cut.keep(one=s["one"], sign=s["sign"], special=s["special"], scale=s["scale"])
+    yd = product(m, s["y0"], d, cut, f"{name}_yd")
+    s = {"yd": yd >> FIX, **cut.take(token)}
+    s = cut(s)
+    y1 = Signal(32, name=f"{name}_y1")
+    m.d.comb += y1.eq(Mux(s["one"], 1 << FIX, s["yd"]))
+    token = cut.keep(special=s["special"], sign=s["sign"])
+    core = normalize_trunc(m, y1, 32, s["scale"], s["sign"], f"{name}_norm", cut)
+    s = cut.take(token)
+    out = Signal(32, name=name)
+    with m.Switch(s["special"]):
+        with m.Case(1):
+            m.d.comb += out.eq(F32_CANONICAL_NAN)
+        with m.Case(2):
+            m.d.comb += out.eq(Cat(Const(0, 31), s["sign"]))
+        with m.Case(3):
+            m.d.comb += out.eq(Cat(Const(0, 23), Const(0xFF, 8), s["sign"]))
+        with m.Default():
+            m.d.comb += out.eq(core)
     return out
 
 
-
-def rsqrt_f32(m, x, name):
+def rsqrt_f32(m, x, name, cut=None):
     """1/sqrt(x) for binary32 ``x``: table by exponent parity, one Newton step."""
+    cut = _nocut(m, cut)
     sign, e, frac = x[31], x[23:31], x[:23]
     odd = ~e[0]                                  # the unbiased exponent e - 127 is odd
     table = Array(Const(v, 31) for v in _RSQRT[0] + _RSQRT[1])
     y0 = Signal(31, name=f"{name}_y0")
     m.d.comb += y0.eq(table[Cat(frac[16:], odd)])
-    y2 = Signal(32, name=f"{name}_y2")
-    m.d.comb += y2.eq((y0 * y0) >> FIX)
-    big_m = Signal(25, name=f"{name}_M")
-    m.d.comb += big_m.eq(Cat(frac, 1) << odd)
-    q = Signal(34, name=f"{name}_q")
-    m.d.comb += q.eq((big_m * y2) >> 23)
-    y1 = Signal(33, name=f"{name}_y1")
-    m.d.comb += y1.eq(Mux((frac == 0) & ~odd, 1 << FIX,
-                          (y0 * (3 * (1 << FIX) - q)[:33]) >> (FIX + 1)))
+    special = Signal(2, name=f"{name}_special")     # 0 none, 1 NaN, 2 +inf → 0, 3 zero → inf
+    with m.If((sign & (e != 0)) | ((e == 0xFF) & (frac != 0))):
+        m.d.comb += special.eq(1)
+    with m.Elif(e == 0xFF):
+        m.d.comb += special.eq(2)
+    with m.Elif(e == 0):
+        m.d.comb += special.eq(3)
     half_e = Signal(signed(9), name=f"{name}_he")
     m.d.comb += half_e.eq((e - 127 - odd).as_signed() >> 1)
-    core = normalize_trunc(m, y1, 33, -FIX - half_e, 0, f"{name}_norm")
+    big_m = Signal(25, name=f"{name}_M")
+    m.d.comb += big_m.eq(Cat(frac, 1) << odd)
+    s = cut({"y0": y0, "big_m": big_m, "one": (frac == 0) & ~odd, "sign": sign,
+             "special": special, "scale": -FIX - half_e})
+    token = cut.keep(y0=s["y0"], big_m=s["big_m"], one=s["one"], sign=s["sign"],
+                     special=s["special"], scale=s["scale"])
+    y2 = product(m, s["y0"], s["y0"], cut, f"{name}_y2")
+    s = cut({"y2": y2 >> FIX, **cut.take(token)})
+    token = cut.keep(y0=s["y0"], one=s["one"], sign=s["sign"], special=s["special"],
+                     scale=s["scale"])
+    q = product(m, s["big_m"], s["y2"][:32], cut, f"{name}_q")
+    s = cut({"q": q >> 23, **cut.take(token)})
+    d = Signal(33, name=f"{name}_d")
+    m.d.comb += d.eq((3 * (1 << FIX) - s["q"])[:33])
+    token = cut.keep(one=s["one"], sign=s["sign"], special=s["special"], scale=s["scale"])
+    yd = product(m, s["y0"], d, cut, f"{name}_yd")
+    s = cut({"yd": yd >> (FIX + 1), **cut.take(token)})
+    y1 = Signal(33, name=f"{name}_y1")
+    m.d.comb += y1.eq(Mux(s["one"], 1 << FIX, s["yd"]))
+    token = cut.keep(special=s["special"], sign=s["sign"])
+    core = normalize_trunc(m, y1, 33, s["scale"], 0, f"{name}_norm", cut)
+    s = cut.take(token)
     out = Signal(32, name=name)
-    with m.If((sign & (e != 0)) | ((e == 0xFF) & (frac != 0))):
-        m.d.comb += out.eq(F32_CANONICAL_NAN)
-    with m.Elif(e == 0xFF):
-        m.d.comb += out.eq(0)
-    with m.Elif(e == 0):
-        m.d.comb += out.eq(Cat(Const(0, 23), Const(0xFF, 8), sign))
-    with m.Else():
-        m.d.comb += out.eq(core)
+    with m.Switch(s["special"]):
+        with m.Case(1):
+            m.d.comb += out.eq(F32_CANONICAL_NAN)
+        with m.Case(2):
+            m.d.comb += out.eq(0)
+        with m.Case(3):
+            m.d.comb += out.eq(Cat(Const(0, 23), Const(0xFF, 8), s["sign"]))
+        with m.Default():
+            m.d.comb += out.eq(core)
     return out
 
 
-def int32_to_f32(m, v, name):
-    """Signed 32-bit integer → binary32, round to nearest even."""
+def int32_to_f32(m, v, name, cut=None):
+    """Signed 32-bit integer → binary32, round to nearest even. Cuts: after the magnitude,
+    after the alignment."""
+    cut = _nocut(m, cut)
     sign = v[31]
     mag = Signal(32, name=f"{name}_mag")
     m.d.comb += mag.eq(Mux(sign, -v, v))
+    s = cut({"mag": mag, "sign": sign})
+    mag = s["mag"]
     hb = _leading_one(m, mag, 32, f"{name}_hb")
     wide = Signal(56, name=f"{name}_w")            # mag aligned so that bit hb is bit 55
     m.d.comb += wide.eq(mag << (31 - hb)[:5] << 24)
+    s = cut({"wide": wide, "hb": hb, "zero": mag == 0, "sign": s["sign"]})
+    wide, hb = s["wide"], s["hb"]
     sig = wide[32:56]
     guard = wide[31]
     sticky = wide[:31] != 0
@@ -207,7 +385,8 @@ def int32_to_f32(m, v, name):
     exp = Signal(9, name=f"{name}_exp")
     m.d.comb += exp.eq(hb + 127 + rounded[24])
     out = Signal(32, name=name)
-    m.d.comb += out.eq(Mux(mag == 0, 0, Cat(Mux(rounded[24], 0, rounded[:23]), exp[:8], sign)))
+    m.d.comb += out.eq(Mux(s["zero"], 0, Cat(Mux(rounded[24], 0, rounded[:23]), exp[:8],
+                                             s["sign"])))
     return out
 
 
@@ -242,6 +421,39 @@ def f32_to_int8(m, v, name):
 _EXP2 = exp2_table()
 _RECIP = recip_table()
 _RSQRT = rsqrt_table()
+
+
+def f32_add_staged(m, a, b, name, cut=None):
+    """:func:`hdl.ma.fp.f32_add`, with the registers of ``f32_add_pipelined(deep=True)``
+    when ``cut`` registers (five boundaries; the result is combinational after them)."""
+    if cut is None or not cut.registers:
+        return f32_add(m, a, b, name=name)
+    result, cut.carry = f32_add_pipelined(m, a, b, name=name, carry=cut.carry, deep=True)
+    cut.depth += 5
+    return result
+
+
+def credit_pipeline(m, i, o, data, latency, name="pipe"):
+    """Stream ``i`` → a datapath of ``latency`` register stages that never stalls → an
+    output FIFO → stream ``o``. ``data`` is the datapath's output (combinational after
+    its last register); ``i`` is taken only while the FIFO has room for it beside every
+    element in flight, so back-pressure on ``o`` needs no enable on the datapath's
+    registers. Full throughput while ``o`` is ready."""
+    depth = latency + 4
+    m.submodules[f"{name}_fifo"] = out = fifo.SyncFIFOBuffered(width=len(Value.cast(data)),
+                                                               depth=depth)
+    free = Signal(range(depth + 1), init=depth, name=f"{name}_free")
+    m.d.comb += i.ready.eq(free != 0)
+    taken = i.valid & i.ready
+    read = out.r_rdy & o.ready
+    with m.If(taken & ~read):
+        m.d.sync += free.eq(free - 1)
+    with m.Elif(~taken & read):
+        m.d.sync += free.eq(free + 1)
+    valid = Signal(latency, name=f"{name}_valid")
+    m.d.sync += valid.eq(Cat(taken, valid[:-1]))
+    m.d.comb += [out.w_en.eq(valid[-1]), out.w_data.eq(data),
+                 o.payload.eq(out.r_data), o.valid.eq(out.r_rdy), out.r_en.eq(o.ready)]
 
 
 def lockstep_valids(m, i, o, stages):
@@ -291,7 +503,6 @@ class UnaryUnit(wiring.Component):
         m = Module()
         lanes = self.data_width // 16
         vec = data.ArrayLayout(16, lanes)
-        advance = lockstep_valids(m, self.i, self.o, stages=5)
         op = self.op
         silu = op == VaOpcode.SILU
         softmax = op == VaOpcode.SOFTMAX
@@ -308,56 +519,63 @@ class UnaryUnit(wiring.Component):
                                  ~self.m[15]))
         out = Signal(vec)
         e_out = Signal(data.ArrayLayout(32, lanes))
-        stage = data.StructLayout({"x": 32, "g": 32, "e": 32, "d": 32, "r": 32, "xe": 32,
-                                   "low": 1})
         q = []
+        depths = set()
         for lane in range(lanes):
+            st = Stages(m, f"u{lane}")
             raw = words_in[lane]
-            # Stage 0: the flushed input, x - m (SOFTMAX), int32 → binary32 (DEQUANTIZE).
+            # Part 0: the flushed input, x - m (SOFTMAX), int32 → binary32 (DEQUANTIZE).
             x16 = Mux(raw[7:15] == 0, Cat(Const(0, 15), raw[15]), raw)
             x = Cat(Const(0, 16), x16)
             g16 = gammas[lane]
-            g = Cat(Const(0, 16), Mux(g16[7:15] == 0, Cat(Const(0, 15), g16[15]), g16))
+            g16 = Mux(g16[7:15] == 0, Cat(Const(0, 15), g16[15]), g16)
             low = silu & x16[15] & (x16[:15] > 0x4180) & (x16[:15] <= 0x7F80)
-            diff = f32_add(m, x, neg_m, name=f"sub{lane}")
-            value = Mux(softmax, diff, x)
+            token = st.keep(x=x, g=g16, low=low)
+            branch = st.fork()
+            cvt = int32_to_f32(m, ints[lane], f"cvt{lane}", branch) if lane < lanes // 2 else 0
+            diff = f32_add_staged(m, x, neg_m, f"sub{lane}", st)
+            cvt = st.join(branch, {"cvt": cvt})["cvt"]
+            v = st.take(token)
+            value = Mux(softmax, diff, v["x"])
             if lane < lanes // 2:
-                value = Mux(dequantize, int32_to_f32(m, ints[lane], f"cvt{lane}"), value)
-            s0 = Signal(stage, name=f"s0_{lane}")
-            with m.If(advance):
-                m.d.sync += [s0.x.eq(value), s0.g.eq(g), s0.low.eq(low)]
-            # Stage 1: the exp unit on x, -x (SILU) or x - m (SOFTMAX).
-            arg = Mux(silu & ~s0.low, s0.x ^ 0x80000000, s0.x)
-            e = exp_f32(m, arg, Mux(s0.low, 64, 0), f"exp{lane}")
-            s1 = Signal(stage, name=f"s1_{lane}")
-            with m.If(advance):
-                m.d.sync += [s1.x.eq(s0.x), s1.g.eq(s0.g), s1.e.eq(e), s1.low.eq(s0.low)]
-            # Stage 2: 1 + e; x·e (SILU's low branch) or x·c (RMSNORM).
-            d = f32_add(m, Const(F32_ONE, 32), s1.e, name=f"den{lane}")
-            xe = f32_mul(m, s1.x, Mux(rmsnorm, self.c, s1.e), f"xe{lane}")
-            s2a = Signal(stage, name=f"s2a_{lane}")
-            with m.If(advance):
-                m.d.sync += [s2a.x.eq(s1.x), s2a.g.eq(s1.g), s2a.e.eq(s1.e), s2a.d.eq(d),
-                             s2a.xe.eq(xe), s2a.low.eq(s1.low)]
-            # Stage 3: the reciprocal of 1 + e.
-            r = recip_f32(m, s2a.d, f"rcp{lane}")
-            s2 = Signal(stage, name=f"s2_{lane}")
-            with m.If(advance):
-                m.d.sync += [s2.x.eq(s2a.x), s2.g.eq(s2a.g), s2.e.eq(s2a.e), s2.r.eq(r),
-                             s2.xe.eq(s2a.xe), s2.low.eq(s2a.low)]
-            # Stage 4: the last product and rounding to bf16 (int8 for QUANTIZE).
-            y_low = f32_mul(m, s2.xe, Mux(rmsnorm, s2.g, Const(F32_2M64, 32)), f"ylow{lane}")
-            y_high = f32_mul(m, Mux(softmax, s2.e, s2.x), Mux(silu, s2.r, self.c),
-                             f"yhigh{lane}")
-            y = Mux(s2.low | rmsnorm, y_low, y_high)
-            y = Mux(silu & (s2.x == 0xFF800000), Const(0x80000000, 32), y)
-            m.d.comb += [out[lane].eq(f32_to_bf16(Mux(op == VaOpcode.EXP, s2.e, y))),
-                         e_out[lane].eq(s2.e)]
-            q.append(f32_to_int8(m, y_high, f"q{lane}"))
+                value = Mux(dequantize, cvt, value)
+            v = st({"x": value, "g": v["g"], "low": v["low"]})
+            # Part 1: the exp unit on x, -x (SILU) or x - m (SOFTMAX).
+            arg = Mux(silu & ~v["low"], v["x"] ^ 0x80000000, v["x"])
+            token = st.keep(**v)
+            e = exp_f32(m, arg, Mux(v["low"], 64, 0), f"exp{lane}", st)
+            v = st({"e": e, **st.take(token)})
+            # Part 2: 1 + e; x·e (SILU's low branch) or x·c (RMSNORM).
+            token = st.keep(**v)
+            branch = st.fork()
+            xe = f32_mul(m, v["x"], Mux(rmsnorm, self.c, v["e"]), f"xe{lane}", branch)
+            d = f32_add_staged(m, Const(F32_ONE, 32), v["e"], f"den{lane}", st)
+            xe = st.join(branch, {"xe": xe})["xe"]
+            v = st({"d": d, "xe": xe, **st.take(token)})
+            # Part 3: the reciprocal of 1 + e.
+            token = st.keep(x=v["x"], g=v["g"], e=v["e"], xe=v["xe"], low=v["low"])
+            r = recip_f32(m, v["d"], f"rcp{lane}", st)
+            v = st({"r": r, **st.take(token)})
+            # Part 4: the last products, rounding to bf16 (int8 for QUANTIZE).
+            token = st.keep(x=v["x"], e=v["e"], low=v["low"])
+            branch = st.fork()
+            y_low = f32_mul(m, v["xe"], Mux(rmsnorm, Cat(Const(0, 16), v["g"]),
+                                            Const(F32_2M64, 32)), f"ylow{lane}", branch)
+            y_high = f32_mul(m, Mux(softmax, v["e"], v["x"]), Mux(silu, v["r"], self.c),
+                             f"yhigh{lane}", st)
+            y_low = st.join(branch, {"y": y_low})["y"]
+            v = st({"y_low": y_low, "y_high": y_high, **st.take(token)})
+            y = Mux(v["low"] | rmsnorm, v["y_low"], v["y_high"])
+            y = Mux(silu & (v["x"] == 0xFF800000), Const(0x80000000, 32), y)
+            quant = f32_to_int8(m, v["y_high"], f"q{lane}")
+            v = st({"y": Mux(op == VaOpcode.EXP, v["e"], y), "e": v["e"], "q": quant})
+            m.d.comb += [out[lane].eq(f32_to_bf16(v["y"])), e_out[lane].eq(v["e"])]
+            q.append(v["q"])
+            depths.add(st.depth)
+        assert len(depths) == 1
         with m.If(quantize):
             m.d.comb += out.eq(Cat(*q))
         with m.Elif(dequantize):
             m.d.comb += out.as_value()[8 * lanes:].eq(0)
-        with m.If(advance):
-            m.d.sync += [self.o.payload.word.eq(out), self.o.payload.e.eq(e_out)]
+        credit_pipeline(m, self.i, self.o, Cat(out, e_out), depths.pop())
         return m

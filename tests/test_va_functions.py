@@ -158,7 +158,7 @@ def test_pipelined_helpers():
     check("rsqrt_f32 pipelined", got, golden.rsqrt_f32(a), a)
     for bias in (0, 64):
         got = simulate_pipelined(
-            lambda m, x, _, cut: functions.exp_f32(m, x, bias, "exp", cut), a)
+            lambda m, x, _, cut, bias=bias: functions.exp_f32(m, x, bias, "exp", cut), a)
         check("exp_f32 pipelined", got, golden.exp_f32(a, bias), a)
 
 

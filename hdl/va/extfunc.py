@@ -15,8 +15,18 @@ from amaranth.lib.wiring import In, Out
 
 from golden.va import BF16_NAN, F32_ONE, FIX, LN2_Q, ln_table, recip_table
 from hdl.codes import VaOpcode
-from hdl.ma.fp import F32_CANONICAL_NAN, f32_add
-from hdl.va.functions import exp_f32, f32_mul, lockstep_valids, normalize_trunc, rsqrt_f32
+from hdl.ma.fp import F32_CANONICAL_NAN
+from hdl.va.functions import (
+    Stages,
+    credit_pipeline,
+    exp_f32,
+    f32_add_staged,
+    f32_mul,
+    no_cut,
+    normalize_trunc,
+    product,
+    rsqrt_f32,
+)
 from hdl.va.lanes import f32_to_bf16
 
 __all__ = ["EXT_OPCODES", "ln_fixed", "bf16_key", "clamp_bounds_ok", "ExtUnit"]
@@ -29,21 +39,29 @@ _RECIP = recip_table()
 _LN = ln_table()
 
 
-def ln_fixed(m, s, name):
-    """ln(s) · 2**30 (signed) of a positive normal binary32 ``s``."""
+def ln_fixed(m, s, name, cut=None):
+    """ln(s) · 2**30 (signed) of a positive normal binary32 ``s``. Cuts: after the table
+    look-ups, the partial products and sum of M · recip, the residual r, r²'s partial
+    products and sum, the first sums."""
+    cut = no_cut(m, cut)
     e, frac = s[23:31], s[:23]
-    M = Cat(frac, 1)
     i = frac[15:]
     recip = Array(Const(v, 31) for v in _RECIP)
     ln = Array(Const(v, 31) for v in _LN)
-    p = Signal(55, name=f"{name}_p")
-    m.d.comb += p.eq(M * recip[i])
+    v = cut({"M": Cat(frac, 1), "rec": recip[i], "ln": ln[i], "e": e})
+    token = cut.keep(ln=v["ln"], e=v["e"])
+    p = product(m, v["M"], v["rec"], cut, f"{name}_p")
+    v = cut({"p": p, **cut.take(token)})
     r = Signal(signed(34), name=f"{name}_r")
-    m.d.comb += r.eq((p >> 23) - (1 << FIX))
-    r2 = Signal(signed(40), name=f"{name}_r2")
-    m.d.comb += r2.eq((r * r) >> (FIX + 1))
+    m.d.comb += r.eq((v["p"] >> 23) - (1 << FIX))
+    elnq = Signal(signed(42), name=f"{name}_elnq")
+    m.d.comb += elnq.eq((v["e"] - 127) * LN2_Q)
+    v = cut({"r": r, "abs_r": Mux(r < 0, -r, r)[:34], "elnq": elnq, "ln": v["ln"]})
+    token = cut.keep(part=v["elnq"] + v["r"] + v["ln"])
+    r_sq = product(m, v["abs_r"], v["abs_r"], cut, f"{name}_rr")
+    v = cut({"r2": (r_sq >> (FIX + 1))[:39], **cut.take(token)})
     total = Signal(signed(42), name=name)
-    m.d.comb += total.eq((e - 127) * LN2_Q + r - r2 + ln[i])
+    m.d.comb += total.eq(v["part"] - v["r2"])
     return total
 
 
@@ -69,9 +87,10 @@ def clamp_bounds_ok(scalar):
 
 class ExtUnit(wiring.Component):
     """CLAMP, SOFTPLUS and SQRT on the bf16 elements of bus words (``data_width / 16`` per
-    word), word in, word out, in order, through three register stages that advance
-    together when the output is free (exp, rsqrt and the clamp | 1 + e, logarithm and the
-    x · rsqrt product | selection and rounding). Results are bit for bit those of
+    word), word in, word out, in order, through a pipeline that never stalls (a register
+    at every cut of its helpers; parts: exp, rsqrt and the clamp | 1 + e, logarithm and
+    the x · rsqrt product | selection and rounding) into an output FIFO taken on credit
+    (:func:`hdl.va.functions.credit_pipeline`). Results are bit for bit those of
     ``golden.va.clamp_bf16`` / ``softplus_bf16`` / ``sqrt_bf16``.
     """
 
@@ -88,46 +107,52 @@ class ExtUnit(wiring.Component):
         m = Module()
         lanes = self.data_width // 16
         vec = data.ArrayLayout(16, lanes)
-        advance = lockstep_valids(m, self.i, self.o, stages=3)
         lo, hi = _flush16(self.scalar[:16]), _flush16(self.scalar[16:32])
         words_in = Signal(vec)
         m.d.comb += words_in.eq(self.i.payload)
         out = Signal(vec)
+        depths = set()
         for lane in range(lanes):
+            st = Stages(m, f"x{lane}")
             raw = words_in[lane]
             x16 = _flush16(raw)
             x = Cat(Const(0, 16), x16)
             sign, e, frac = x[31], x[23:31], x[:23]
             nan = (e == 0xFF) & (frac != 0)
-            # Stage 1: exp(x), rsqrt(x), the clamp.
-            u = exp_f32(m, x, 0, f"exp{lane}")
-            rsq = rsqrt_f32(m, x, f"rsq{lane}")
+            # Part 1: exp(x), rsqrt(x), the clamp.
             key = bf16_key(x16)
             clamped = Mux(_nan16(raw), BF16_NAN, Mux(key < bf16_key(lo), lo,
                                                      Mux(key > bf16_key(hi), hi, x16)))
             big = ~sign & (x >= 0x41800000)          # x >= 16, +inf (NaN overridden)
             low = sign & (x > 0xC1000000)            # x < -8, -inf
-            s1 = Signal(data.StructLayout({"x": 32, "u": 32, "rsq": 32, "clamp": 16,
-                                           "big": 1, "low": 1, "nan": 1}), name=f"s1_{lane}")
-            with m.If(advance):
-                m.d.sync += [s1.x.eq(x), s1.u.eq(u), s1.rsq.eq(rsq), s1.clamp.eq(clamped),
-                             s1.big.eq(big), s1.low.eq(low), s1.nan.eq(nan)]
-            # Stage 2: 1 + e and its logarithm; x · rsqrt(x).
-            s = f32_add(m, Const(F32_ONE, 32), s1.u, name=f"onep{lane}")
-            ln = ln_fixed(m, Mux(s1.low | s1.big | s1.nan, F32_ONE, s), f"ln{lane}")
-            mid = normalize_trunc(m, Mux(ln < 0, 0, ln)[:41], 41, -FIX, 0, f"lnn{lane}")
-            sp = Mux(s1.nan, F32_CANONICAL_NAN, Mux(s1.big, s1.x, Mux(s1.low, s1.u, mid)))
-            xs, xe, xf = s1.x[31], s1.x[23:31], s1.x[:23]
-            prod = f32_mul(m, s1.x, s1.rsq, f"sq{lane}")
+            token = st.keep(x=x, clamp=clamped, big=big, low=low, nan=nan)
+            branch = st.fork()
+            rsq = rsqrt_f32(m, x, f"rsq{lane}", branch)
+            u = exp_f32(m, x, 0, f"exp{lane}", st)
+            rsq = st.join(branch, {"rsq": rsq})["rsq"]
+            v = st({"u": u, "rsq": rsq, **st.take(token)})
+            # Part 2: 1 + e and its logarithm; x · rsqrt(x).
+            token = st.keep(x=v["x"], u=v["u"], clamp=v["clamp"], big=v["big"], low=v["low"],
+                            nan=v["nan"])
+            branch = st.fork()
+            prod = f32_mul(m, v["x"], v["rsq"], f"sq{lane}", branch)
+            sp1 = f32_add_staged(m, Const(F32_ONE, 32), v["u"], f"onep{lane}", st)
+            w = st.take(token)
+            token = st.keep(**w)
+            ln = ln_fixed(m, Mux(w["low"] | w["big"] | w["nan"], F32_ONE, sp1), f"ln{lane}", st)
+            mid = normalize_trunc(m, Mux(ln < 0, 0, ln)[:41], 41, -FIX, 0, f"lnn{lane}", st)
+            prod = st.join(branch, {"prod": prod})["prod"]
+            w = st.take(token)
+            sp = Mux(w["nan"], F32_CANONICAL_NAN, Mux(w["big"], w["x"], Mux(w["low"], w["u"], mid)))
+            xs, xe, xf = w["x"][31], w["x"][23:31], w["x"][:23]
             sq = Mux((xe == 0xFF) & (xf != 0), F32_CANONICAL_NAN,
-                     Mux(xe == 0, s1.x,
-                         Mux(xs, F32_CANONICAL_NAN, Mux(xe == 0xFF, s1.x, prod))))
-            s2 = Signal(data.StructLayout({"sp": 32, "sq": 32, "clamp": 16}), name=f"s2_{lane}")
-            with m.If(advance):
-                m.d.sync += [s2.sp.eq(sp), s2.sq.eq(sq), s2.clamp.eq(s1.clamp)]
-            # Stage 3: selection and rounding to bf16.
-            m.d.comb += out[lane].eq(Mux(self.op == VaOpcode.CLAMP, s2.clamp, f32_to_bf16(
-                Mux(self.op == VaOpcode.SQRT, s2.sq, s2.sp))))
-        with m.If(advance):
-            m.d.sync += self.o.payload.eq(out)
+                     Mux(xe == 0, w["x"],
+                         Mux(xs, F32_CANONICAL_NAN, Mux(xe == 0xFF, w["x"], prod))))
+            v = st({"sp": sp, "sq": sq, "clamp": w["clamp"]})
+            # Part 3: selection and rounding to bf16.
+            m.d.comb += out[lane].eq(Mux(self.op == VaOpcode.CLAMP, v["clamp"], f32_to_bf16(
+                Mux(self.op == VaOpcode.SQRT, v["sq"], v["sp"]))))
+            depths.add(st.depth)
+        assert len(depths) == 1
+        credit_pipeline(m, self.i, self.o, out, depths.pop())
         return m

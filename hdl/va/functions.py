@@ -4,7 +4,12 @@ The algorithms are those of :mod:`golden.va` (its module docstring documents the
 their error bounds). Their tables and fixed-point constants are the golden model's
 (:func:`golden.va.exp2_table`, ...), which ``tests/test_golden_va.py`` checks against
 their mathematical definitions: the ROM contents are written once.
-All helpers are combinational and return Signals.
+The helpers return Signals. Called without ``cut`` they are combinational; with a
+:class:`Stages` that registers, they put a register at each of their cut points (the
+partial products of every multiply, their sum, each shift, ...; about one multiplier
+block or one carry chain per stage, aiming at 100 MHz on the ECP5), and the units run
+them as pipelines that never stall (:func:`credit_pipeline`). Registers only delay: the
+results are the same bit for bit.
 """
 
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value, signed
@@ -16,7 +21,7 @@ from hdl.codes import VaOpcode
 from hdl.ma.fp import F32_CANONICAL_NAN, f32_add, f32_add_pipelined
 from hdl.va.lanes import f32_to_bf16
 
-__all__ = ["f32_mul",
+__all__ = ["Stages", "no_cut", "product", "f32_add_staged", "credit_pipeline", "f32_mul",
            "exp_f32", "recip_f32", "rsqrt_f32", "int32_to_f32", "f32_to_int8",
            "normalize_trunc", "UnaryUnit"]
 
@@ -88,7 +93,8 @@ class Stages:
         return values
 
 
-def _nocut(m, cut):
+def no_cut(m, cut):
+    """``cut``, or a :class:`Stages` without registers (a helper called combinationally)."""
     return cut if cut is not None else Stages(m, "", registers=False)
 
 
@@ -123,7 +129,7 @@ def normalize_trunc(m, value, width, scale, sign, name, cut=None):
     """binary32 bits of ``±value · 2**scale`` (``value`` unsigned, ``width`` bits;
     ``scale`` signed), truncated to 24 bits, flushed below 2**-126, inf from 2**128.
     Cuts: after the leading one and the exponent, after the shift."""
-    cut = _nocut(m, cut)
+    cut = no_cut(m, cut)
     hb = _leading_one(m, value, width, f"{name}_hb")
     exp = Signal(range(-1024, 1024), name=f"{name}_exp")
     m.d.comb += exp.eq(hb + scale + 127)
@@ -152,7 +158,7 @@ def f32_mul(m, a, b, name, cut=None):
     read as zeros, a subnormal IEEE result flushes to a signed zero (one that rounds up
     to 2**-126 is kept), every NaN is 0x7FC00000. Cuts: after the partial products,
     after their sum, after the rounding."""
-    cut = _nocut(m, cut)
+    cut = no_cut(m, cut)
     sa, ea, fa = a[31], a[23:31], a[:23]
     sb, eb, fb = b[31], b[23:31], b[:23]
     a_zero, b_zero = ea == 0, eb == 0
@@ -209,7 +215,7 @@ def f32_mul(m, a, b, name, cut=None):
 
 def exp_f32(m, x, bias, name, cut=None):
     """e**x · 2**bias for binary32 ``x`` (``bias`` a small signed value)."""
-    cut = _nocut(m, cut)
+    cut = no_cut(m, cut)
     sign, e, frac = x[31], x[23:31], x[:23]
     big_e = Signal(range(-128, 129), name=f"{name}_E")
     m.d.comb += big_e.eq(e - 127)
@@ -269,7 +275,7 @@ def exp_f32(m, x, bias, name, cut=None):
 
 def recip_f32(m, x, name, cut=None):
     """1/x for binary32 ``x``: table + one Newton step; exact for powers of two."""
-    cut = _nocut(m, cut)
+    cut = no_cut(m, cut)
     sign, e, frac = x[31], x[23:31], x[:23]
     table = Array(Const(v, 31) for v in _RECIP)
     y0 = Signal(31, name=f"{name}_y0")
@@ -313,7 +319,7 @@ def recip_f32(m, x, name, cut=None):
 
 def rsqrt_f32(m, x, name, cut=None):
     """1/sqrt(x) for binary32 ``x``: table by exponent parity, one Newton step."""
-    cut = _nocut(m, cut)
+    cut = no_cut(m, cut)
     sign, e, frac = x[31], x[23:31], x[:23]
     odd = ~e[0]                                  # the unbiased exponent e - 127 is odd
     table = Array(Const(v, 31) for v in _RSQRT[0] + _RSQRT[1])
@@ -366,7 +372,7 @@ def rsqrt_f32(m, x, name, cut=None):
 def int32_to_f32(m, v, name, cut=None):
     """Signed 32-bit integer → binary32, round to nearest even. Cuts: after the magnitude,
     after the alignment."""
-    cut = _nocut(m, cut)
+    cut = no_cut(m, cut)
     sign = v[31]
     mag = Signal(32, name=f"{name}_mag")
     m.d.comb += mag.eq(Mux(sign, -v, v))
@@ -456,19 +462,6 @@ def credit_pipeline(m, i, o, data, latency, name="pipe"):
                  o.payload.eq(out.r_data), o.valid.eq(out.r_rdy), out.r_en.eq(o.ready)]
 
 
-def lockstep_valids(m, i, o, stages):
-    """The valid bits of a pipeline whose ``stages`` register stages advance together, from
-    stream ``i`` to stream ``o`` (the last stage's register is ``o.valid``): every stage moves
-    when the output is free. Returns that ``advance`` signal, which the pipeline's data
-    registers use as their enable."""
-    advance = ~o.valid | o.ready
-    m.d.comb += i.ready.eq(advance)
-    valid = [Signal(name=f"valid{k}") for k in range(stages - 1)]
-    with m.If(advance):
-        m.d.sync += [a.eq(b) for a, b in zip([*valid, o.valid], [i.valid, *valid], strict=True)]
-    return advance
-
-
 class UnaryUnit(wiring.Component):
     """The element pipeline of the function commands, ``data_width / 16`` bf16 lanes
     (golden.va): EXP, SILU, SOFTMAX's ``exp(x - m)`` and ``e · c``, RMSNORM's
@@ -478,9 +471,10 @@ class UnaryUnit(wiring.Component):
     beside it (``i.payload.g``). ``m`` is SOFTMAX's row maximum (bf16), ``c`` the
     command's binary32 constant (reciprocal of the sum, rsqrt, 1/scale, scale).
 
-    Word in, word out, in order, through five register stages that advance together
-    when the output is free (0: x - m or int32 → binary32; 1: exp; 2: 1 + e, x · c;
-    3: the reciprocal; 4: the last product and rounding). ``o.payload.word`` holds the
+    Word in, word out, in order, through a pipeline that never stalls (a register at
+    every cut of its helpers; parts: x - m or int32 → binary32 | exp | 1 + e, x · c |
+    the reciprocal | the last products and rounding) into an output FIFO taken on credit
+    (:func:`credit_pipeline`). ``o.payload.word`` holds the
     bf16 results in their lanes, or for QUANTIZE the int8 results in the low bytes,
     for DEQUANTIZE the bf16 results of the word's four int32 (128-bit bus: half of the
     lanes) in the low lanes; ``o.payload.e`` holds each lane's binary32 exp (SOFTMAX's

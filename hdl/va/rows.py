@@ -23,8 +23,9 @@ ROPE        adjacent pairs: 1 (x, cos, sin), results out
 
 Every reduction and the element pipeline take one bus word a cycle (``data_width/16``
 elements); the reductions are pipelines with a register after every level of their
-trees. The scalar steps between passes run one operation a cycle on one shared
-normaliser, reciprocal, multiplier, adder and rsqrt unit.
+trees. The scalar steps between passes run one operation at a time on one shared
+normaliser, reciprocal, multiplier, adder and rsqrt unit, each a pipeline whose depth the
+step waits out.
 """
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
@@ -34,8 +35,17 @@ from amaranth.utils import exact_log2
 
 from golden.va import FIX, MAX_K, MAX_LENGTH, RECIP_127, SUM_FRAC
 from hdl.codes import VaOpcode
-from hdl.ma.fp import F32_CANONICAL_NAN, bf16_mul, f32_add
-from hdl.va.functions import UnaryUnit, f32_mul, normalize_trunc, recip_f32, rsqrt_f32
+from hdl.ma.fp import F32_CANONICAL_NAN, bf16_mul
+from hdl.va.functions import (
+    Stages,
+    UnaryUnit,
+    credit_pipeline,
+    f32_add_staged,
+    f32_mul,
+    normalize_trunc,
+    recip_f32,
+    rsqrt_f32,
+)
 from hdl.va.lanes import f32_to_bf16, order_key
 
 __all__ = ["ROW_OPCODES", "RowUnit", "RopeLanes", "MAX_K"]
@@ -82,8 +92,9 @@ class RopeLanes(wiring.Component):
     Adjacent pairs (``split`` 0): a word of x holds E/2 pairs; their cos and sin are
     half of a word (``half`` picks it). Split-half (``split`` 1): lane i pairs ``a`` (a
     word of x[:n/2]) with ``b`` (the same word of x[n/2:]); ``second`` 0 gives the first
-    halves a·c - b·s, 1 the second halves a·s + b·c. Two register stages (products |
-    sum and rounding) that advance when the output is free.
+    halves a·c - b·s, 1 the second halves a·s + b·c. A pipeline (products |
+    the binary32 sum | rounding) that never stalls, into an output FIFO taken on
+    credit (:func:`hdl.va.functions.credit_pipeline`).
     """
 
     def __init__(self, data_width):
@@ -101,14 +112,11 @@ class RopeLanes(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         lanes = self.data_width // 16
-        advance = ~self.o.valid | self.o.ready
-        m.d.comb += self.i.ready.eq(advance)
-        valid = Signal()
-        with m.If(advance):
-            m.d.sync += [valid.eq(self.i.valid), self.o.valid.eq(valid)]
         a, b, c, s = (self.i.payload.a, self.i.payload.b, self.i.payload.c, self.i.payload.s)
         out = Signal(data.ArrayLayout(16, lanes))
+        depths = set()
         for lane in range(lanes):
+            st = Stages(m, f"r{lane}")
             pair = lane // 2 + Mux(self.half, lanes // 2, 0)
             odd = lane % 2 == 1
             # p·c + q·s (negated for a first half): adjacent lane 2j is x[2j]·c - x[2j+1]·s,
@@ -118,16 +126,17 @@ class RopeLanes(wiring.Component):
             cos = Mux(self.split, c[lane], c[pair])
             sin = Mux(self.split, s[lane], s[pair])
             neg = Mux(self.split, ~self.second, not odd)
-            pc = bf16_mul(m, p, cos, name=f"pc{lane}")
-            qs = bf16_mul(m, q, sin, name=f"qs{lane}")
-            r_pc = Signal(32, name=f"r_pc{lane}")
-            r_qs = Signal(32, name=f"r_qs{lane}")
-            with m.If(advance):
-                m.d.sync += [r_pc.eq(pc), r_qs.eq(qs ^ (neg << 31))]
-            total = f32_add(m, r_pc, r_qs, name=f"rope{lane}")
-            m.d.comb += out[lane].eq(f32_to_bf16(total))
-        with m.If(advance):
-            m.d.sync += self.o.payload.eq(out)
+            v = st({"p": p, "q": q, "cos": cos, "sin": sin, "neg": neg,
+                    "pc": Cat(p[:7], 1) * Cat(cos[:7], 1), "qs": Cat(q[:7], 1) * Cat(sin[:7], 1)})
+            pc = bf16_mul(m, v["p"], v["cos"], name=f"pc{lane}", product=v["pc"])
+            qs = bf16_mul(m, v["q"], v["sin"], name=f"qs{lane}", product=v["qs"])
+            v = st({"pc": pc, "qs": qs ^ (v["neg"] << 31)})
+            total = f32_add_staged(m, v["pc"], v["qs"], f"rope{lane}", st)
+            v = st({"total": total})
+            m.d.comb += out[lane].eq(f32_to_bf16(v["total"]))
+            depths.add(st.depth)
+        assert len(depths) == 1
+        credit_pipeline(m, self.i, self.o, out, depths.pop())
         return m
 
 
@@ -373,11 +382,28 @@ class RowUnit(wiring.Component):
         t2 = Signal(32)
         nt_value = Signal(SUM_BITS)
         nt_scale = Signal(range(-512, 512))
-        nt = normalize_trunc(m, nt_value, SUM_BITS, nt_scale, 0, "nt")
-        rc = recip_f32(m, t1, "rc")
-        mul = f32_mul(m, t1, Mux(quantize, Const(RECIP_127, 32), t2), "smul")
-        add = f32_add(m, t1, self.scalar, name="sadd")
-        rs = rsqrt_f32(m, t1, "rs")
+        # Each unit is a pipeline; a step waits out the deepest unit it reads (its inputs
+        # hold still meanwhile).
+        units = {}
+        st = Stages(m, "nt")
+        units["nt"] = (normalize_trunc(m, nt_value, SUM_BITS, nt_scale, 0, "nt", st), st)
+        st = Stages(m, "rc")
+        units["rc"] = (recip_f32(m, t1, "rc", st), st)
+        st = Stages(m, "smul")
+        units["mul"] = (f32_mul(m, t1, Mux(quantize, Const(RECIP_127, 32), t2), "smul", st), st)
+        st = Stages(m, "sadd")
+        units["add"] = (f32_add_staged(m, t1, self.scalar, "sadd", st), st)
+        st = Stages(m, "rs")
+        units["rs"] = (rsqrt_f32(m, t1, "rs", st), st)
+        nt, rc, mul, add, rs = (units[k][0] for k in ("nt", "rc", "mul", "add", "rs"))
+        step_count = Signal(range(max(st.depth for _, st in units.values()) + 1))
+
+        def ready(*names):
+            """In a scalar step: the results of ``names`` are there (this cycle)."""
+            depth = max(units[k][1].depth for k in names)
+            done = step_count == depth
+            m.d.sync += step_count.eq(Mux(done, 0, step_count + 1))
+            return done
         spoiled = poison | (softmax & (best.value[7:15] == 0xFF))   # the row is all NaN
         m.d.comb += pipe.m.eq(best.value)
 
@@ -415,35 +441,44 @@ class RowUnit(wiring.Component):
                         m.next = "DONE"
             with m.State("SOFTMAX_SUM"):
                 m.d.comb += [nt_value.eq(total_sum), nt_scale.eq(-SUM_FRAC)]
-                m.d.sync += t1.eq(nt)
-                m.next = "SOFTMAX_RECIP"
+                with m.If(ready("nt")):
+                    m.d.sync += t1.eq(nt)
+                    m.next = "SOFTMAX_RECIP"
             with m.State("SOFTMAX_RECIP"):
-                m.d.sync += c.eq(Mux(spoiled, F32_CANONICAL_NAN, rc))
-                m.next = "NEXT"
+                with m.If(ready("rc")):
+                    m.d.sync += c.eq(Mux(spoiled, F32_CANONICAL_NAN, rc))
+                    m.next = "NEXT"
             with m.State("RMS_N"):
                 m.d.comb += [nt_value.eq(n), nt_scale.eq(0)]
-                m.d.sync += t1.eq(nt)
-                m.next = "RMS_SUM"
+                with m.If(ready("nt")):
+                    m.d.sync += t1.eq(nt)
+                    m.next = "RMS_SUM"
             with m.State("RMS_SUM"):
                 m.d.comb += [nt_value.eq(total_sum),
                              nt_scale.eq(2 * (emax - 126) - SUM_FRAC)]
-                m.d.sync += [t2.eq(rc), t1.eq(nt)]
-                m.next = "RMS_MEAN"
+                with m.If(ready("nt", "rc")):
+                    m.d.sync += [t2.eq(rc), t1.eq(nt)]
+                    m.next = "RMS_MEAN"
             with m.State("RMS_MEAN"):
-                m.d.sync += t1.eq(mul)
-                m.next = "RMS_EPS"
+                with m.If(ready("mul")):
+                    m.d.sync += t1.eq(mul)
+                    m.next = "RMS_EPS"
             with m.State("RMS_EPS"):
-                m.d.sync += t1.eq(add)
-                m.next = "RMS_RSQRT"
+                with m.If(ready("add")):
+                    m.d.sync += t1.eq(add)
+                    m.next = "RMS_RSQRT"
             with m.State("RMS_RSQRT"):
-                m.d.sync += c.eq(Mux(spoiled, F32_CANONICAL_NAN, rs))
-                m.next = "NEXT"
+                with m.If(ready("rs")):
+                    m.d.sync += c.eq(Mux(spoiled, F32_CANONICAL_NAN, rs))
+                    m.next = "NEXT"
             with m.State("QUANT_SCALE"):
-                m.d.sync += t1.eq(mul)
-                m.next = "QUANT_RECIP"
+                with m.If(ready("mul")):
+                    m.d.sync += t1.eq(mul)
+                    m.next = "QUANT_RECIP"
             with m.State("QUANT_RECIP"):
-                m.d.sync += c.eq(rc)
-                m.next = "NEXT"
+                with m.If(ready("rc")):
+                    m.d.sync += c.eq(rc)
+                    m.next = "NEXT"
             with m.State("ROPE_WRITER"):           # the second halves go to DST + n
                 with m.If(self.writer_done):
                     m.next = "ROPE_RESTART"

@@ -129,7 +129,7 @@ class ExtUnit(wiring.Component):
             branch = st.fork()
             rsq = rsqrt_f32(m, x, f"rsq{lane}", branch)
             u = exp_f32(m, x, 0, f"exp{lane}", st)
-            rsq = st.join(branch, {"rsq": rsq})["rsq"]
+            (rsq,), (u,) = (v.values() for v in st.join(branch, {"rsq": rsq}, {"u": u}))
             v = st({"u": u, "rsq": rsq, **st.take(token)})
             # Part 2: 1 + e and its logarithm; x · rsqrt(x).
             token = st.keep(x=v["x"], u=v["u"], clamp=v["clamp"], big=v["big"], low=v["low"],
@@ -141,7 +141,7 @@ class ExtUnit(wiring.Component):
             token = st.keep(**w)
             ln = ln_fixed(m, Mux(w["low"] | w["big"] | w["nan"], F32_ONE, sp1), f"ln{lane}", st)
             mid = normalize_trunc(m, Mux(ln < 0, 0, ln)[:41], 41, -FIX, 0, f"lnn{lane}", st)
-            prod = st.join(branch, {"prod": prod})["prod"]
+            (prod,), (mid,) = (v.values() for v in st.join(branch, {"prod": prod}, {"mid": mid}))
             w = st.take(token)
             sp = Mux(w["nan"], F32_CANONICAL_NAN, Mux(w["big"], w["x"], Mux(w["low"], w["u"], mid)))
             xs, xe, xf = w["x"][31], w["x"][23:31], w["x"][:23]

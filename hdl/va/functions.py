@@ -13,7 +13,7 @@ results are the same bit for bit.
 """
 
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value, signed
-from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from golden.va import F32_2M64, F32_ONE, FIX, LN2_Q, LOG2E_Q, exp2_table, recip_table, rsqrt_table
@@ -37,17 +37,20 @@ class Stages:
     ``values``, and every value travelling in :attr:`carry`, pass through a register
     (reset-less: a pipeline's data needs no reset) and :attr:`depth` counts the boundary;
     without, ``cut`` changes nothing (the helper is combinational, ``depth`` stays 0).
-    Values needed after a helper travel alongside: ``token = keep(name=value, ...)``
-    before, ``take(token)`` after. ``fork()`` starts a parallel branch at the same depth;
-    ``join(branch, values)`` delays the values of the branch that is ahead of the other.
+    Values needed after a helper wait beside it: ``token = keep(name=value, ...)`` before,
+    ``take(token)`` after, which delays them by the depth in between (registers for up to
+    three cycles, else a small memory written and read every cycle: the pipeline never
+    stalls). ``fork()`` starts a parallel branch at the same depth; ``join(branch,
+    values)`` delays the values of the branch that is behind the other.
     """
 
     def __init__(self, m, name, registers=True):
         self.m, self.name, self.registers = m, name, registers
         self.depth = 0
         self.carry = {}
-        self._tokens = 0
-        self._forks = 0
+        self._kept = {}
+        self._count = 0
+        self._ptr = None
 
     def __call__(self, values):
         if not self.registers:
@@ -56,41 +59,65 @@ class Stages:
                  **{f"c_{k}": v for k, v in self.carry.items()}}
         out = {}
         for key, value in items.items():
-            value = Value.cast(value)
-            reg = Signal(value.shape(), name=f"{self.name}_{self.depth}_{key}", reset_less=True)
-            self.m.d.sync += reg.eq(value)
-            out[key] = reg
+            out[key] = self._register(value, f"{self.name}_{self.depth}_{key}")
         self.carry = {k: out[f"c_{k}"] for k in self.carry}
         self.depth += 1
         return {k: out[f"v_{k}"] for k in values}
 
+    def _register(self, value, name):
+        value = Value.cast(value)
+        reg = Signal(value.shape(), name=name, reset_less=True)
+        self.m.d.sync += reg.eq(value)
+        return reg
+
+    def _delay(self, value, cycles, name):
+        value = Value.cast(value)
+        if cycles <= 3:
+            for k in range(cycles):
+                value = self._register(value, f"{name}_{k}")
+            return value
+        if self._ptr is None:
+            self._ptr = Signal(8, name=f"{self.name}_ptr")
+            self.m.d.sync += self._ptr.eq(self._ptr + 1)
+        bits = max(4, (cycles - 1).bit_length())
+        mem = memory.Memory(shape=value.shape(), depth=1 << bits, init=[])
+        self.m.submodules[name] = mem
+        wr = mem.write_port()
+        rd = mem.read_port(transparent_for=())
+        # written in cycle t at t; read in cycle t at t - cycles + 1, out in cycle t + 1
+        self.m.d.comb += [wr.addr.eq(self._ptr[:bits]), wr.data.eq(value), wr.en.eq(1),
+                          rd.addr.eq((self._ptr - (cycles - 1))[:bits])]
+        return rd.data
+
     def keep(self, **values):
-        self._tokens += 1
-        token = f"k{self._tokens}"
-        for key, value in values.items():
-            self.carry[f"{token}_{key}"] = value
+        self._count += 1
+        token = f"k{self._count}"
+        self._kept[token] = (self.depth, values)
         return token
 
     def take(self, token):
-        prefix = f"{token}_"
-        return {key[len(prefix):]: self.carry.pop(key)
-                for key in [k for k in self.carry if k.startswith(prefix)]}
+        depth, values = self._kept.pop(token)
+        if not self.registers:
+            return dict(values)
+        return {k: self._delay(v, self.depth - depth, f"{self.name}_{token}_{k}")
+                for k, v in values.items()}
 
     def fork(self):
-        self._forks += 1
-        branch = Stages(self.m, f"{self.name}_b{self._forks}", self.registers)
+        self._count += 1
+        branch = Stages(self.m, f"{self.name}_b{self._count}", self.registers)
         branch.depth = self.depth
         return branch
 
-    def join(self, branch, values):
-        """Bring this pipeline and ``branch`` to the same depth: returns ``values`` (of the
-        branch) delayed to this pipeline's depth, or delays this pipeline's carry."""
-        values = dict(values)
+    def join(self, branch, theirs, mine):
+        """Bring this pipeline and ``branch`` to the same depth: returns the dicts
+        ``theirs`` (the branch's values) and ``mine`` (this pipeline's), the one behind
+        delayed to the other's depth."""
+        theirs, mine = dict(theirs), dict(mine)
         while branch.depth < self.depth:
-            values = branch(values)
+            theirs = branch(theirs)
         while self.depth < branch.depth:
-            self({})
-        return values
+            mine = self(mine)
+        return theirs, mine
 
 
 def no_cut(m, cut):
@@ -295,8 +322,9 @@ def recip_f32(m, x, name, cut=None):
     s = cut({"p": p >> 23, **cut.take(token)})
     d = Signal(32, name=f"{name}_d")
     m.d.comb += d.eq(((1 << (FIX + 1)) - s["p"])[:32])
+    s = cut({"d": d, **s})
     token = cut.keep(one=s["one"], sign=s["sign"], special=s["special"], scale=s["scale"])
-    yd = product(m, s["y0"], d, cut, f"{name}_yd")
+    yd = product(m, s["y0"], s["d"], cut, f"{name}_yd")
     s = {"yd": yd >> FIX, **cut.take(token)}
     s = cut(s)
     y1 = Signal(32, name=f"{name}_y1")
@@ -348,8 +376,9 @@ def rsqrt_f32(m, x, name, cut=None):
     s = cut({"q": q >> 23, **cut.take(token)})
     d = Signal(33, name=f"{name}_d")
     m.d.comb += d.eq((3 * (1 << FIX) - s["q"])[:33])
+    s = cut({"d": d, **s})
     token = cut.keep(one=s["one"], sign=s["sign"], special=s["special"], scale=s["scale"])
-    yd = product(m, s["y0"], d, cut, f"{name}_yd")
+    yd = product(m, s["y0"], s["d"], cut, f"{name}_yd")
     s = cut({"yd": yd >> (FIX + 1), **cut.take(token)})
     y1 = Signal(33, name=f"{name}_y1")
     m.d.comb += y1.eq(Mux(s["one"], 1 << FIX, s["yd"]))
@@ -528,7 +557,7 @@ class UnaryUnit(wiring.Component):
             branch = st.fork()
             cvt = int32_to_f32(m, ints[lane], f"cvt{lane}", branch) if lane < lanes // 2 else 0
             diff = f32_add_staged(m, x, neg_m, f"sub{lane}", st)
-            cvt = st.join(branch, {"cvt": cvt})["cvt"]
+            (cvt,), (diff,) = (d.values() for d in st.join(branch, {"cvt": cvt}, {"diff": diff}))
             v = st.take(token)
             value = Mux(softmax, diff, v["x"])
             if lane < lanes // 2:
@@ -544,7 +573,7 @@ class UnaryUnit(wiring.Component):
             branch = st.fork()
             xe = f32_mul(m, v["x"], Mux(rmsnorm, self.c, v["e"]), f"xe{lane}", branch)
             d = f32_add_staged(m, Const(F32_ONE, 32), v["e"], f"den{lane}", st)
-            xe = st.join(branch, {"xe": xe})["xe"]
+            (xe,), (d,) = (v.values() for v in st.join(branch, {"xe": xe}, {"d": d}))
             v = st({"d": d, "xe": xe, **st.take(token)})
             # Part 3: the reciprocal of 1 + e.
             token = st.keep(x=v["x"], g=v["g"], e=v["e"], xe=v["xe"], low=v["low"])
@@ -557,7 +586,8 @@ class UnaryUnit(wiring.Component):
                                             Const(F32_2M64, 32)), f"ylow{lane}", branch)
             y_high = f32_mul(m, Mux(softmax, v["e"], v["x"]), Mux(silu, v["r"], self.c),
                              f"yhigh{lane}", st)
-            y_low = st.join(branch, {"y": y_low})["y"]
+            (y_low,), (y_high,) = (v.values() for v in st.join(branch, {"y": y_low},
+                                                                 {"y": y_high}))
             v = st({"y_low": y_low, "y_high": y_high, **st.take(token)})
             y = Mux(v["low"] | rmsnorm, v["y_low"], v["y_high"])
             y = Mux(silu & (v["x"] == 0xFF800000), Const(0x80000000, 32), y)

@@ -156,6 +156,9 @@ def test_pipelined_helpers():
     check("recip_f32 pipelined", got, golden.recip_f32(a), a)
     got = simulate_pipelined(lambda m, x, _, cut: functions.rsqrt_f32(m, x, "rs", cut), a)
     check("rsqrt_f32 pipelined", got, golden.rsqrt_f32(a), a)
+    got = simulate_pipelined(lambda m, x, _, cut: functions.f32_to_int8(m, x, "q", cut), a)
+    expect = simulate(lambda m, x, _: functions.f32_to_int8(m, x, "q"), a)
+    check("f32_to_int8 pipelined", got, expect, a)
     for bias in (0, 64):
         got = simulate_pipelined(
             lambda m, x, _, cut, bias=bias: functions.exp_f32(m, x, bias, "exp", cut), a)

@@ -425,8 +425,10 @@ def int32_to_f32(m, v, name, cut=None):
     return out
 
 
-def f32_to_int8(m, v, name):
-    """binary32 → int8: round half to even, saturated to ±127; NaN gives 0."""
+def f32_to_int8(m, v, name, cut=None):
+    """binary32 → int8: round half to even, saturated to ±127; NaN gives 0. Cuts: after
+    the shift, after the rounding."""
+    cut = no_cut(m, cut)
     sign, e, frac = v[31], v[23:31], v[:23]
     sig = Cat(frac, 1)
     shift = Signal(range(32), name=f"{name}_sh")   # 150 - e for 126 <= e <= 133
@@ -435,21 +437,30 @@ def f32_to_int8(m, v, name):
     m.d.comb += kept.eq(sig >> shift)
     below = Signal(24, name=f"{name}_below")        # the bits shifted out, guard on top
     m.d.comb += below.eq((sig << (24 - shift)[:5])[:24])
-    guard = below[23]
-    sticky = below[:23] != 0
-    mag = Signal(9, name=f"{name}_mag")
-    m.d.comb += mag.eq(kept + (guard & (sticky | kept[0])))
-    sat = Signal(7, name=f"{name}_sat")
+    case = Signal(2, name=f"{name}_case")           # 0 in range, 1 zero, 2 saturated
     with m.If((e == 0xFF) & (frac != 0)):
-        m.d.comb += sat.eq(0)
+        m.d.comb += case.eq(1)
     with m.Elif(e >= 134):                          # |v| >= 128 (and infinities)
-        m.d.comb += sat.eq(127)
+        m.d.comb += case.eq(2)
     with m.Elif(e < 126):                           # |v| < 0.5
-        m.d.comb += sat.eq(0)
-    with m.Else():
-        m.d.comb += sat.eq(Mux(mag > 127, 127, mag[:7]))
+        m.d.comb += case.eq(1)
+    s = cut({"kept": kept, "guard": below[23], "sticky": below[:23] != 0, "case": case,
+             "sign": sign})
+    kept = s["kept"]
+    mag = Signal(9, name=f"{name}_mag")
+    m.d.comb += mag.eq(kept + (s["guard"] & (s["sticky"] | kept[0])))
+    s = cut({"mag": mag, "case": s["case"], "sign": s["sign"]})
+    mag = s["mag"]
+    sat = Signal(7, name=f"{name}_sat")
+    with m.Switch(s["case"]):
+        with m.Case(1):
+            m.d.comb += sat.eq(0)
+        with m.Case(2):
+            m.d.comb += sat.eq(127)
+        with m.Default():
+            m.d.comb += sat.eq(Mux(mag > 127, 127, mag[:7]))
     out = Signal(8, name=name)
-    m.d.comb += out.eq(Mux(sign, -sat, sat))
+    m.d.comb += out.eq(Mux(s["sign"], -sat, sat))
     return out
 
 
@@ -591,8 +602,11 @@ class UnaryUnit(wiring.Component):
             v = st({"y_low": y_low, "y_high": y_high, **st.take(token)})
             y = Mux(v["low"] | rmsnorm, v["y_low"], v["y_high"])
             y = Mux(silu & (v["x"] == 0xFF800000), Const(0x80000000, 32), y)
-            quant = f32_to_int8(m, v["y_high"], f"q{lane}")
-            v = st({"y": Mux(op == VaOpcode.EXP, v["e"], y), "e": v["e"], "q": quant})
+            branch = st.fork()
+            quant = f32_to_int8(m, v["y_high"], f"q{lane}", branch)
+            v = st({"y": Mux(op == VaOpcode.EXP, v["e"], y), "e": v["e"]})
+            theirs, v = st.join(branch, {"q": quant}, v)
+            v = {**v, "q": theirs["q"]}
             m.d.comb += [out[lane].eq(f32_to_bf16(v["y"])), e_out[lane].eq(v["e"])]
             q.append(v["q"])
             depths.add(st.depth)

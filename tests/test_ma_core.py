@@ -210,6 +210,7 @@ def layout(m, k, n, bf16, rng, accumulate):
     (6, 8, 256, 9, 5, 10, True, True),
     (7, 4, 512, 5, 70, 9, False, True),
     (8, 8, 64, 3, 3, 17, True, False),
+    (9, 4, 64, 6, 5, 7, False, True),     # old-C rows of two bus words
 ])
 def test_gemm_matches_golden(seed, p, data_width, m, k, n, bf16, accumulate, stall):
     rng = np.random.default_rng(seed)

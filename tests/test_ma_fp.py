@@ -238,7 +238,7 @@ def test_pe_int8_mode_wraps_like_golden():
 def test_processing_element_matches_golden(bf16):
     """A whole ProcessingElement against golden/ma.py: groups of INTERLEAVE tiles (slots),
     their k-steps interleaved k-major, random K, with and without ACCUMULATE (each slot's
-    old C from ``init``); bf16 operands and old C drawn partly from special values
+    old C written into the PE's memory first); bf16 operands and old C drawn partly from special values
     (zeros, subnormals, infinities, NaNs, the largest normals: overflow) and partly near
     cancellation. Each slot's result must equal the golden 1×K×1 GEMM."""
     rng = np.random.default_rng(6 if bf16 else 7)
@@ -275,9 +275,13 @@ def test_processing_element_matches_golden(bf16):
         ctx.set(dut.bf16, bf16)
         for k, accumulate, a, b, c, expected in groups:
             ctx.set(dut.accumulate, accumulate)
+            # Each slot's old C into the PE's memory, a word a cycle.
             for s in range(INTERLEAVE):
-                ctx.set(dut.init[s], int(c[s]) & 0xFFFFFFFF)
-            await ctx.tick()
+                ctx.set(dut.init_we, 1)
+                ctx.set(dut.init_slot, s)
+                ctx.set(dut.init_data, int(c[s]) & 0xFFFFFFFF)
+                await ctx.tick()
+            ctx.set(dut.init_we, 0)
             for step in range(k):
                 for s in range(INTERLEAVE):
                     ctx.set(dut.a, int(a[s, step]) & 0xFFFF)

@@ -2,13 +2,15 @@
 
 from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data, wiring
+from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from hdl.common.rowio import MAX_ROW_BYTES
 from hdl.ma.fp import F32_ADD_STAGES, PE_PRODUCT_STAGES, pe_accumulate, pe_product
 from hdl.ma.layouts import INTERLEAVE
 
 __all__ = ["INTERLEAVE", "PRODUCT_STAGES", "PE_LATENCY", "FlagsLayout", "StepLayout",
-           "ProcessingElement", "SystolicArray", "array_timing"]
+           "InitWriteLayout", "ProcessingElement", "SystolicArray", "array_timing"]
 
 PRODUCT_STAGES = PE_PRODUCT_STAGES   # multiplier, product (outside the loop)
 # From the cycle a step is in a PE's input registers to the cycle its sum is in the
@@ -39,6 +41,16 @@ class StepLayout(data.StructLayout):
         })
 
 
+class InitWriteLayout(data.StructLayout):
+    """One bus word of an old-C row on its way into the PEs: ``data`` holds the row's
+    bytes ``[index·B, index·B + B)`` (B = ``data_width / 8``), i.e. the old C of the PEs
+    ``(row, j)`` with ``j·4`` in that range, for tile ``slot`` of the group."""
+    def __init__(self, p, data_width):
+        super().__init__({"valid": 1, "row": range(p),
+                          "index": range(MAX_ROW_BYTES // (data_width // 8) + 1),
+                          "slot": range(INTERLEAVE), "data": data_width})
+
+
 class ProcessingElement(wiring.Component):
     """One PE: a multiply-accumulate pipeline holding ``INTERLEAVE`` partial sums.
 
@@ -55,6 +67,10 @@ class ProcessingElement(wiring.Component):
 
     A step with ``last`` leaves its sum in ``result[slot]``, ``PE_LATENCY`` cycles after
     it was in the input registers (``done`` is that step's flags, then).
+
+    ``init`` is a small memory of ``INTERLEAVE`` words (distributed RAM), one per slot:
+    ``init_we`` writes ``init_data`` into word ``init_slot``; the second product stage
+    reads the word of its step's slot.
     """
 
     def __init__(self):
@@ -64,7 +80,9 @@ class ProcessingElement(wiring.Component):
             "a": In(16),
             "b": In(16),
             "flags": In(FlagsLayout()),
-            "init": In(data.ArrayLayout(32, INTERLEAVE)),
+            "init_we": In(1),
+            "init_slot": In(range(INTERLEAVE)),
+            "init_data": In(32),
             "result": Out(data.ArrayLayout(32, INTERLEAVE)),
             "done": Out(FlagsLayout()),
         })
@@ -80,12 +98,15 @@ class ProcessingElement(wiring.Component):
         # int8 product in its significand field).
         product = pe_product(m, self.a, self.b, bf16, name="prod")
         flags1, flags2 = Signal(FlagsLayout()), Signal(FlagsLayout())
-        # The slot's initial value, picked in the second product stage so that the loop
+        # The slot's initial value, read in the second product stage so that the loop
         # sees one register.
+        m.submodules.init_mem = init_mem = Memory(shape=32, depth=INTERLEAVE, init=[])
+        init_wr, init_rd = init_mem.write_port(), init_mem.read_port(domain="comb")
+        m.d.comb += [init_wr.en.eq(self.init_we), init_wr.addr.eq(self.init_slot),
+                     init_wr.data.eq(self.init_data), init_rd.addr.eq(flags1.slot)]
         init = Signal(32)
         m.d.sync += [flags1.eq(self.flags), flags2.eq(flags1),
-                     init.eq(Mux(accumulate, self.init.as_value().word_select(flags1.slot, 32),
-                                 0))]
+                     init.eq(Mux(accumulate, init_rd.data, 0))]
 
         # The accumulation loop.
         acc = Signal(32)
@@ -135,25 +156,31 @@ class SystolicArray(wiring.Component):
     2. The first steps of two groups are at least ``min_spacing`` = ``(INTERLEAVE + 1)·P``
        cycles apart. Results are read out while the next group computes, and the spacing
        is what keeps a PE from overwriting a result before it is read.
-    3. With ``accumulate``, ``cinit`` (word ``slot·P² + i·P + j``) holds the group's old C
-       from the cycle its first step enters until ``init_hold`` cycles later: each PE reads
-       its words when its first steps reach it.
+    3. With ``accumulate``, the group's old C comes through ``init_write`` (a bus word
+       of row i of a slot's tile: the words of PEs (i, j)) at the latest the cycle the
+       group's first step enters, and nothing more comes until ``init_hold`` cycles after
+       that: each PE reads its words when its first steps reach it. A word can be read
+       two cycles after it was on ``init_write`` (a register per row of PEs, then the
+       memory's write); PE(0, 0) reads its first word two cycles after the first step
+       entered.
 
     Results: ``drain_delay`` cycles after the cycle the first slot's last step entered,
     ``row`` holds row 0 of slot 0's P×P result, then the other rows of slot 0 and of the
     next slots on the following cycles (``INTERLEAVE·P`` rows), with ``row_valid`` high.
     """
 
-    def __init__(self, p):
+    def __init__(self, p, data_width):
         if not isinstance(p, int) or not 2 <= p <= 32:
             raise ValueError(f"P must be an integer in 2..32, not {p!r}")
-        self.p = p
+        if data_width not in (64, 128, 256, 512):
+            raise ValueError(f"data_width must be 64, 128, 256 or 512, not {data_width!r}")
+        self.p, self.data_width = p, data_width
         self.min_spacing, self.drain_delay, self.init_hold = array_timing(p)
         super().__init__({
             "bf16": In(1),
             "accumulate": In(1),
             "step": In(StepLayout(p)),
-            "cinit": In(data.ArrayLayout(32, INTERLEAVE * p * p)),
+            "init_write": In(InitWriteLayout(p, data_width)),
             "row_valid": Out(1),
             "row_index": Out(range(p)),
             "row": Out(data.ArrayLayout(32, p)),
@@ -178,11 +205,27 @@ class SystolicArray(wiring.Component):
                 a, f, b = a_d, f_d, b_d
             a_in.append(a), f_in.append(f), b_in.append(b)
 
+        # Old C: each row of PEs takes the bus words of its row from a register of its own
+        # (loaded only for that row: a short net to P PEs instead of one to all P²).
+        cw = self.init_write
+        beat_words = self.data_width // 32
+        row_we, row_slot, row_index, row_data = [], [], [], []
+        for i in range(p):
+            hit = cw.valid & (cw.row == i)
+            we = Signal(name=f"init_we_{i}")
+            slot = Signal(range(INTERLEAVE), name=f"init_slot_{i}")
+            index = Signal.like(cw.index, name=f"init_index_{i}")
+            words = Signal(32 * min(beat_words, p), name=f"init_data_{i}")
+            m.d.sync += we.eq(hit)
+            with m.If(hit):
+                m.d.sync += [slot.eq(cw.slot), index.eq(cw.index), words.eq(cw.data[:len(words)])]
+            row_we.append(we), row_slot.append(slot), row_index.append(index)
+            row_data.append(words)
+
         pes = [[None] * p for _ in range(p)]
         a_reg = [[None] * p for _ in range(p)]
         b_reg = [[None] * p for _ in range(p)]
         f_reg = [[None] * p for _ in range(p)]
-        cinit = self.cinit.as_value()
         for i in range(p):
             for j in range(p):
                 a_src = a_in[i] if j == 0 else a_reg[i][j - 1]
@@ -195,10 +238,12 @@ class SystolicArray(wiring.Component):
                              f_reg[i][j].eq(f_src)]
                 pe = pes[i][j] = ProcessingElement()
                 m.submodules[f"pe_{i}_{j}"] = pe
-                words = [cinit[(s * p * p + i * p + j) * 32:][:32] for s in range(INTERLEAVE)]
                 m.d.comb += [pe.bf16.eq(self.bf16), pe.accumulate.eq(self.accumulate),
                              pe.a.eq(a_reg[i][j]), pe.b.eq(b_reg[i][j]),
-                             pe.flags.eq(f_reg[i][j]), pe.init.eq(Cat(*words))]
+                             pe.flags.eq(f_reg[i][j]),
+                             pe.init_we.eq(row_we[i] & (row_index[i] == j // beat_words)),
+                             pe.init_slot.eq(row_slot[i]),
+                             pe.init_data.eq(row_data[i].word_select(j % beat_words, 32))]
 
         # Read-out: the bottom-right PE is the last to finish slot 0 of a group; then
         # slot s's rows, s = 0.., each row once all its PEs have finished it.

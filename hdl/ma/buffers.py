@@ -1,4 +1,5 @@
-"""The MA's operand buffers: all of B, two blocks of A, the next old-C tile."""
+"""The MA's operand buffers: all of B, two blocks of A; the next old-C group's words on
+their way into the PEs."""
 
 from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data, wiring
@@ -7,12 +8,11 @@ from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
 from hdl.common.rowio import RowBeatLayout
-from hdl.ma.array import StepLayout
+from hdl.ma.array import InitWriteLayout, StepLayout
 from hdl.ma.layouts import (
     DEST_A,
     DEST_B,
     DEST_C,
-    INTERLEAVE,
     MAX_DIM,
     ROW_BYTES,
     RowTag,
@@ -31,8 +31,10 @@ class OperandBuffers(wiring.Component):
       ``max(bus, 2·P bytes)`` so that one word holds a tile row of B in either mode.
     * A: two halves (double buffer) of P rows each, one memory lane per row, so column k
       of a block is one read.
-    * old C: the next group's ``INTERLEAVE`` P×P tiles of initial values (``cinit``),
-      for ACCUMULATE; the tag's ``slot`` says which tile a row belongs to.
+    * old C: the next group's ``INTERLEAVE`` P×P tiles of initial values, for
+      ACCUMULATE, are not kept here: each beat goes on (registered) to ``init_write``
+      and so into the PEs' own memories; the tag's ``slot`` says which tile a row
+      belongs to.
 
     Fill side: ``beat`` words from the row reader; a group's "full" flag rises two cycles
     after its last word (``group_last`` in the tag). Read side: a ``request`` for step
@@ -53,7 +55,7 @@ class OperandBuffers(wiring.Component):
             "beat": In(RowBeatLayout(data_width, RowTag())),
             "request": In(StepRequestLayout(p)),
             "step": Out(StepLayout(p)),
-            "cinit": Out(data.ArrayLayout(32, INTERLEAVE * p * p)),
+            "init_write": Out(InitWriteLayout(p, data_width)),
             "c_taken": Out(1),
             "a_freed": In(2),
             "a_full": Out(2),
@@ -87,21 +89,14 @@ class OperandBuffers(wiring.Component):
                                           [:exact_log2(b_words)], beat.tag.row)),
                          b_wr.data.eq(Cat(*([beat.data] * b_lanes))),
                          b_wr.en.eq(1 << beat.index[:exact_log2(b_lanes)])]
-        # Old C: the beat is registered first (its decode enables 4·P² words), so a word
-        # lands two cycles after its beat. ``c_full`` still rises the cycle after the
-        # group's last beat: the first PE reads its word ``STEP_LATENCY`` + 1 cycles after
-        # the issuer's start at the earliest, after the word has landed.
-        c_beat = Signal.like(beat)
-        m.d.sync += c_beat.eq(beat)
-        for s in range(INTERLEAVE):
-            for i in range(p):
-                row_bits = self.cinit.as_value()[(s * p + i) * p * 32:][:p * 32]
-                for n in range((4 * p + bb - 1) // bb):
-                    part = row_bits[n * 8 * bb:(n + 1) * 8 * bb]
-                    with m.If(c_beat.valid & (c_beat.tag.dest == DEST_C)
-                              & (c_beat.tag.slot == s) & (c_beat.tag.row[:log_p] == i)
-                              & (c_beat.index == n)):
-                        m.d.sync += part.eq(c_beat.data[:len(part)])
+        # Old C: the beat, registered, goes to the array, which writes it into the PEs'
+        # memories: a word can be read three cycles after its beat. ``c_full`` rises the
+        # cycle after the group's last beat, and the first PE reads its word
+        # ``STEP_LATENCY`` + 2 cycles after the issuer's start at the earliest.
+        init = self.init_write
+        m.d.sync += [init.valid.eq(beat.valid & (beat.tag.dest == DEST_C)),
+                     init.row.eq(beat.tag.row[:log_p]), init.index.eq(beat.index),
+                     init.slot.eq(beat.tag.slot), init.data.eq(beat.data)]
 
         loaded = beat.valid & beat.last & beat.tag.group_last
         m.d.sync += self.a_full.eq(

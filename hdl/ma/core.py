@@ -125,7 +125,7 @@ class MatrixCore(wiring.Component):
         m.submodules.walk = walk = TatWalk()
         m.submodules.loads = loads = LoadSequencer(p)
         m.submodules.reader = reader = RowReader(self.data_width, RowTag())
-        array = SystolicArray(p)
+        array = SystolicArray(p, self.data_width)
         m.submodules.buffers = buffers = OperandBuffers(p, self.data_width, array.init_hold)
         m.submodules.issuer = issuer = TileIssuer(p, array.min_spacing)
         m.submodules.array = ResetInserter(clear)(array)
@@ -148,7 +148,7 @@ class MatrixCore(wiring.Component):
             buffers.beat.eq(reader.beat),
             buffers.request.eq(issuer.request),
             array.step.eq(buffers.step),
-            array.cinit.eq(buffers.cinit),
+            array.init_write.eq(buffers.init_write),
             issuer.a_full.eq(buffers.a_full), issuer.b_full.eq(buffers.b_full),
             issuer.c_full.eq(buffers.c_full),
             buffers.a_freed.eq(issuer.a_freed), loads.a_freed.eq(issuer.a_freed),

@@ -23,9 +23,10 @@ of rows, bursts and tiles, in clock cycles:
    (``BUFFER_STAGES + 2·P + INTERLEAVE`` cycles after its group started, when every PE
    has read it).
 4. The result rows of a group leave the array ``2·P + DRAIN_OFFSET`` cycles after its
-   slot 0's last step was issued, one a cycle, slot by slot; the writer takes a row,
-   issues its address (per burst), then its words one a cycle; the write response comes
-   ``latency`` cycles after the last word.
+   slot 0's last step was issued, one a cycle, slot by slot, and enter the output FIFO
+   ``RESULT_STAGES`` cycles later (a dropped row gives its credit back then); the writer
+   takes a row, issues its address (per burst), then its words one a cycle; the write
+   response comes ``latency`` cycles after the last word.
 5. DONE (and the CTR) follow the last write response (the core registers "everything
    written" before it ends the command).
 
@@ -53,6 +54,7 @@ PE_LATENCY = 6
 BUFFER_STAGES = 2        # operand buffers: request → words registered → step
 DRAIN_OFFSET = BUFFER_STAGES + PE_LATENCY + 1
 INIT_HOLD_OFFSET = 0     # beyond 2·P + INTERLEAVE: the old C held for the PEs
+RESULT_STAGES = 1        # result path: a row is registered before its FIFO write
 FIFO_LATENCY = 1         # out FIFO: pushed → visible to the writer
 DONE_OFFSET = 5          # from the last write response to DONE / CTR
 
@@ -205,7 +207,7 @@ def ma_cycles(cmd, *, p, data_width, latency):
         for slot in range(INTERLEAVE):
             jt = g * INTERLEAVE + slot
             for r in range(p):
-                pushed = first_last_step + 2 * p + DRAIN_OFFSET + slot * p + r
+                pushed = first_last_step + 2 * p + DRAIN_OFFSET + RESULT_STAGES + slot * p + r
                 row = it * p + r
                 if row < cmd.m and jt < n_tiles:
                     cols = min(p, cmd.n - jt * p)

@@ -272,9 +272,11 @@ def test_processing_element_matches_golden(bf16):
         groups.append((k, accumulate, a, b, c, [int(v) & 0xFFFFFFFF for v in expected]))
 
     async def bench(ctx):
-        ctx.set(dut.bf16, bf16)
+        mode = {"bf16": bf16}
         for k, accumulate, a, b, c, expected in groups:
-            ctx.set(dut.accumulate, accumulate)
+            # The mode comes with the flags; the PE takes it a cycle before the steps.
+            mode["accumulate"] = accumulate
+            ctx.set(dut.flags, {"valid": 0, **mode})
             # Each slot's old C into the PE's memory, a word a cycle.
             for s in range(INTERLEAVE):
                 ctx.set(dut.init_we, 1)
@@ -287,9 +289,9 @@ def test_processing_element_matches_golden(bf16):
                     ctx.set(dut.a, int(a[s, step]) & 0xFFFF)
                     ctx.set(dut.b, int(b[s, step]) & 0xFFFF)
                     ctx.set(dut.flags, {"valid": 1, "first": step == 0, "last": step == k - 1,
-                                        "slot": s})
+                                        "slot": s, **mode})
                     await ctx.tick()
-            ctx.set(dut.flags, {"valid": 0, "first": 0, "last": 0, "slot": 0})
+            ctx.set(dut.flags, {"valid": 0, "first": 0, "last": 0, "slot": 0, **mode})
             await ctx.tick().repeat(PE_LATENCY + 1)
             got = [ctx.get(dut.result[s]) for s in range(INTERLEAVE)]
             assert got == expected, (

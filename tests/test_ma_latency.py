@@ -12,6 +12,7 @@ from golden.ma_latency import MaCommand, ma_cycles
 from hdl.ma.array import PE_LATENCY, array_timing
 from hdl.ma.buffers import STEP_LATENCY
 from hdl.ma.layouts import INTERLEAVE
+from hdl.ma.results import RESULT_STAGES
 from tests.test_ma_core import layout, run_core
 
 LATENCY = 6          # the test memory's response latency, cycles
@@ -51,3 +52,4 @@ def test_model_constants_follow_the_array(p):
     assert STEP_LATENCY + drain_delay == 2 * p + ma_latency.DRAIN_OFFSET
     assert init_hold == 2 * p + INTERLEAVE + ma_latency.INIT_HOLD_OFFSET
     assert min_spacing == (INTERLEAVE + 1) * p
+    assert ma_latency.RESULT_STAGES == RESULT_STAGES

@@ -19,9 +19,11 @@ PE_LATENCY = PRODUCT_STAGES + F32_ADD_STAGES
 
 
 class FlagsLayout(data.StructLayout):
-    """The control flags that travel with the A values."""
+    """The control flags that travel with the A values, and the command's mode (which
+    travels the same way, so that no net carries it to every PE at once)."""
     def __init__(self):
-        super().__init__({"valid": 1, "first": 1, "last": 1, "slot": range(INTERLEAVE)})
+        super().__init__({"valid": 1, "first": 1, "last": 1, "slot": range(INTERLEAVE),
+                          "bf16": 1, "accumulate": 1})
 
 
 class StepLayout(data.StructLayout):
@@ -66,7 +68,12 @@ class ProcessingElement(wiring.Component):
         bf16: sum = f32_add(base, bf16_mul(a, b))      (see ``hdl.ma.fp``)
 
     A step with ``last`` leaves its sum in ``result[slot]``, ``PE_LATENCY`` cycles after
-    it was in the input registers (``done`` is that step's flags, then).
+    it was in the input registers (``done`` is that step's flags, then). The mode
+    (``flags.bf16``, ``flags.accumulate``) is registered from the flags at the input; it
+    must be steady from two cycles before a command's first step until its last.
+
+    No register of the PE has a reset (the array's input flags do): a step that is in the
+    PE when the array is cleared leaves it ``PE_LATENCY`` cycles later at most.
 
     ``init`` is a small memory of ``INTERLEAVE`` words (distributed RAM), one per slot:
     ``init_we`` writes ``init_data`` into word ``init_slot``; the second product stage
@@ -75,8 +82,6 @@ class ProcessingElement(wiring.Component):
 
     def __init__(self):
         super().__init__({
-            "bf16": In(1),
-            "accumulate": In(1),
             "a": In(16),
             "b": In(16),
             "flags": In(FlagsLayout()),
@@ -89,37 +94,42 @@ class ProcessingElement(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        # The mode, registered here: no long net from the command register to every PE's
-        # logic. It changes only at a command's start, long before its first step.
-        bf16, accumulate = Signal(name="mode_bf16"), Signal(name="mode_accumulate")
-        m.d.sync += [bf16.eq(self.bf16), accumulate.eq(self.accumulate)]
+        # The mode, registered here from the flags: it changes only at a command's start,
+        # long before its first step.
+        bf16 = Signal(name="mode_bf16", reset_less=True)
+        accumulate = Signal(name="mode_accumulate", reset_less=True)
+        m.d.sync += [bf16.eq(self.flags.bf16), accumulate.eq(self.flags.accumulate)]
 
         # Product stages: the shared multiplier, then the unpacked bf16 product (or the
         # int8 product in its significand field).
         product = pe_product(m, self.a, self.b, bf16, name="prod")
-        flags1, flags2 = Signal(FlagsLayout()), Signal(FlagsLayout())
+        flags1 = Signal(FlagsLayout(), reset_less=True)
+        flags2 = Signal(FlagsLayout(), reset_less=True)
         # The slot's initial value, read in the second product stage so that the loop
         # sees one register.
         m.submodules.init_mem = init_mem = Memory(shape=32, depth=INTERLEAVE, init=[])
         init_wr, init_rd = init_mem.write_port(), init_mem.read_port(domain="comb")
         m.d.comb += [init_wr.en.eq(self.init_we), init_wr.addr.eq(self.init_slot),
                      init_wr.data.eq(self.init_data), init_rd.addr.eq(flags1.slot)]
-        init = Signal(32)
+        init = Signal(32, reset_less=True)
         m.d.sync += [flags1.eq(self.flags), flags2.eq(flags1),
                      init.eq(Mux(accumulate, init_rd.data, 0))]
 
         # The accumulation loop.
-        acc = Signal(32)
+        acc = Signal(32, reset_less=True)
         base = Signal(32)
         m.d.comb += base.eq(Mux(flags2.first, init, acc))
         new, carried = pe_accumulate(m, base, product, ~bf16, name="add",
                                      carry={"flags": flags2.as_value()})
         flags = FlagsLayout()(carried["flags"])
         m.d.sync += acc.eq(new)
+        results = Signal.like(self.result, reset_less=True)
+        done = Signal(FlagsLayout(), reset_less=True)
         for slot in range(INTERLEAVE):
             with m.If(flags.valid & flags.last & (flags.slot == slot)):
-                m.d.sync += self.result[slot].eq(new)
-        m.d.sync += self.done.eq(flags)
+                m.d.sync += results[slot].eq(new)
+        m.d.sync += done.eq(flags)
+        m.d.comb += [self.result.eq(results), self.done.eq(done)]
         return m
 
 
@@ -177,6 +187,7 @@ class SystolicArray(wiring.Component):
         self.p, self.data_width = p, data_width
         self.min_spacing, self.drain_delay, self.init_hold = array_timing(p)
         super().__init__({
+            "clear": In(1),
             "bf16": In(1),
             "accumulate": In(1),
             "step": In(StepLayout(p)),
@@ -196,12 +207,15 @@ class SystolicArray(wiring.Component):
             a, b = self.step.a[i], self.step.b[i]
             f = Signal(FlagsLayout(), name=f"f_skew_{i}_in")
             m.d.comb += [f.valid.eq(self.step.valid), f.first.eq(self.step.first),
-                         f.last.eq(self.step.last), f.slot.eq(self.step.slot)]
+                         f.last.eq(self.step.last), f.slot.eq(self.step.slot),
+                         f.bf16.eq(self.bf16), f.accumulate.eq(self.accumulate)]
             for d in range(i):
-                a_d = Signal(16, name=f"a_skew_{i}_{d}")
+                a_d = Signal(16, name=f"a_skew_{i}_{d}", reset_less=True)
                 f_d = Signal(FlagsLayout(), name=f"f_skew_{i}_{d}")
-                b_d = Signal(16, name=f"b_skew_{i}_{d}")
+                b_d = Signal(16, name=f"b_skew_{i}_{d}", reset_less=True)
                 m.d.sync += [a_d.eq(a), f_d.eq(f), b_d.eq(b)]
+                with m.If(self.clear):
+                    m.d.sync += f_d.valid.eq(0)
                 a, f, b = a_d, f_d, b_d
             a_in.append(a), f_in.append(f), b_in.append(b)
 
@@ -213,9 +227,9 @@ class SystolicArray(wiring.Component):
         for i in range(p):
             hit = cw.valid & (cw.row == i)
             we = Signal(name=f"init_we_{i}")
-            slot = Signal(range(INTERLEAVE), name=f"init_slot_{i}")
-            index = Signal.like(cw.index, name=f"init_index_{i}")
-            words = Signal(32 * min(beat_words, p), name=f"init_data_{i}")
+            slot = Signal(range(INTERLEAVE), name=f"init_slot_{i}", reset_less=True)
+            index = Signal.like(cw.index, name=f"init_index_{i}", reset_less=True)
+            words = Signal(32 * min(beat_words, p), name=f"init_data_{i}", reset_less=True)
             m.d.sync += we.eq(hit)
             with m.If(hit):
                 m.d.sync += [slot.eq(cw.slot), index.eq(cw.index), words.eq(cw.data[:len(words)])]
@@ -231,15 +245,16 @@ class SystolicArray(wiring.Component):
                 a_src = a_in[i] if j == 0 else a_reg[i][j - 1]
                 f_src = f_in[i] if j == 0 else f_reg[i][j - 1]
                 b_src = b_in[j] if i == 0 else b_reg[i - 1][j]
-                a_reg[i][j] = Signal(16, name=f"a_{i}_{j}")
-                b_reg[i][j] = Signal(16, name=f"b_{i}_{j}")
+                a_reg[i][j] = Signal(16, name=f"a_{i}_{j}", reset_less=True)
+                b_reg[i][j] = Signal(16, name=f"b_{i}_{j}", reset_less=True)
                 f_reg[i][j] = Signal(FlagsLayout(), name=f"f_{i}_{j}")
                 m.d.sync += [a_reg[i][j].eq(a_src), b_reg[i][j].eq(b_src),
                              f_reg[i][j].eq(f_src)]
+                with m.If(self.clear):
+                    m.d.sync += f_reg[i][j].valid.eq(0)
                 pe = pes[i][j] = ProcessingElement()
                 m.submodules[f"pe_{i}_{j}"] = pe
-                m.d.comb += [pe.bf16.eq(self.bf16), pe.accumulate.eq(self.accumulate),
-                             pe.a.eq(a_reg[i][j]), pe.b.eq(b_reg[i][j]),
+                m.d.comb += [pe.a.eq(a_reg[i][j]), pe.b.eq(b_reg[i][j]),
                              pe.flags.eq(f_reg[i][j]),
                              pe.init_we.eq(row_we[i] & (row_index[i] == j // beat_words)),
                              pe.init_slot.eq(row_slot[i]),
@@ -247,11 +262,16 @@ class SystolicArray(wiring.Component):
 
         # Read-out: the bottom-right PE is the last to finish slot 0 of a group; then
         # slot s's rows, s = 0.., each row once all its PEs have finished it.
+        # After a clear, the steps still inside the PEs (they have no reset) come out within
+        # PE_LATENCY cycles: the read-out ignores them.
         done = pes[p - 1][p - 1].done
+        quiet = Signal(range(PE_LATENCY + 2), init=PE_LATENCY + 1)
+        with m.If(quiet != 0):
+            m.d.sync += quiet.eq(quiet - 1)
         draining = Signal()
         index = Signal(range(p))
         slot = Signal(range(INTERLEAVE))
-        with m.If(done.valid & done.last & (done.slot == 0)):
+        with m.If(done.valid & done.last & (done.slot == 0) & (quiet == 0)):
             m.d.sync += [draining.eq(1), index.eq(0), slot.eq(0)]
         with m.Elif(draining):
             m.d.sync += index.eq(index + 1)
@@ -260,9 +280,13 @@ class SystolicArray(wiring.Component):
                 with m.If(slot == INTERLEAVE - 1):
                     m.d.sync += draining.eq(0)
         m.d.sync += [self.row_valid.eq(draining), self.row_index.eq(index)]
+        row = Signal.like(self.row, reset_less=True)
         with m.Switch(Cat(index, slot)):
             for s in range(INTERLEAVE):
                 for i in range(p):
                     with m.Case(s * (1 << len(index)) + i):
-                        m.d.sync += [self.row[j].eq(pes[i][j].result[s]) for j in range(p)]
+                        m.d.sync += [row[j].eq(pes[i][j].result[s]) for j in range(p)]
+        m.d.comb += self.row.eq(row)
+        with m.If(self.clear):
+            m.d.sync += [quiet.eq(PE_LATENCY + 1), draining.eq(0), self.row_valid.eq(0)]
         return m

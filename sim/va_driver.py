@@ -42,14 +42,16 @@ class VaOutcome:
 class VaBench:
     """Clock, reset, bus models and host operations for one ``v4hw_va`` DUT.
 
-    ``lanes``/``data_width``: the DUT's parameters (checked against CAPS). ``latency``:
+    ``lanes``/``data_width``/``fn_lanes``: the DUT's parameters (checked against CAPS;
+    ``fn_lanes`` None: DATA_WIDTH/16). ``latency``:
     memory read and write latency in cycles. ``window``: (origin, bytes) of the physical
     memory the tests use; it starts filled with random bytes from ``rng``.
     """
 
-    def __init__(self, dut, *, lanes=32, data_width=128, latency=20, rng=None,
+    def __init__(self, dut, *, lanes=32, data_width=128, fn_lanes=None, latency=20, rng=None,
                  window=(0x7F00_0000_0000, 1 << 20)):
         self.dut, self.lanes, self.data_width = dut, lanes, data_width
+        self.fn_lanes = fn_lanes
         self.rng = rng or random.Random(0)
         self.timing = Timing(PERIOD_NS)
         for prefix in ("s_axi_control", "m_axi_gmem"):
@@ -79,7 +81,7 @@ class VaBench:
         ident = await self.regs.read_fields("ID")
         assert ident["BLOCK"] == BlockId.VA, f"ID.BLOCK is {ident['BLOCK']:#x}, not the VA's"
         caps = await self.regs.read("CAPS")
-        assert caps == caps_word(self.lanes, self.data_width), f"CAPS {caps:#x}"
+        assert caps == caps_word(self.lanes, self.data_width, self.fn_lanes), f"CAPS {caps:#x}"
 
     def now(self):
         return self.timing.edge() - self._reset_edge

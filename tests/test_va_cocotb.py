@@ -31,15 +31,24 @@ TESTS = ["elementwise_lengths", "strided_moves", "backpressure", "large", "bad_c
 # cocotb selects a testcase by the end of its name: no name here may end with another.
 
 
-def config_name(lanes):
-    return f"va-l{lanes}-dw{DATA_WIDTH}"
+NARROW_FN_LANES = 2
+"""FN_LANES of the narrowed build (the ULX3S-85F's setting): each bus word goes through
+the function units in four pieces."""
+NARROW_TESTS = ["functions_exhaustive", "row_commands"]
+NARROW_EXT_TESTS = ["ext_lengths_and_bounds"]
+
+
+def config_name(lanes, fn_lanes=None):
+    return f"va-l{lanes}-dw{DATA_WIDTH}" + (f"-fn{fn_lanes}" if fn_lanes else "")
 
 
 @cache
-def va_verilog(lanes=L, data_width=DATA_WIDTH):
-    """Verilog of ``VaTop(lanes, data_width)`` as ``v4hw_va``, once per configuration,
-    without ``src`` attributes (so an edit elsewhere does not force a rebuild)."""
-    return amaranth_verilog.convert(VaTop(lanes, data_width), name=TOPLEVEL, emit_src=False)
+def va_verilog(lanes=L, data_width=DATA_WIDTH, fn_lanes=None):
+    """Verilog of ``VaTop(lanes, data_width, fn_lanes)`` as ``v4hw_va``, once per
+    configuration, without ``src`` attributes (so an edit elsewhere does not force a
+    rebuild)."""
+    return amaranth_verilog.convert(VaTop(lanes, data_width, fn_lanes), name=TOPLEVEL,
+                                    emit_src=False)
 
 
 @pytest.mark.cocotb
@@ -49,6 +58,24 @@ def test_va(simulator, test):
     run_cocotb(simulator, va_verilog(), TOPLEVEL, TESTBENCH, config_name=config_name(L),
                testcase=test, gtkw_groups=VA_GTKW_GROUPS, timeout_s=TIMEOUT_S[simulator],
                extra_env={"V4HW_VA_LANES": str(L)})
+
+
+@pytest.mark.cocotb
+@pytest.mark.parametrize("test", [("tests.va_tb", t) for t in NARROW_TESTS]
+                         + [("tests.va_ext_tb", t) for t in NARROW_EXT_TESTS],
+                         ids=lambda t: t[1])
+@pytest.mark.parametrize("simulator", SIMULATORS)
+def test_va_narrow(simulator, test):
+    """The function commands at FN_LANES=2 (hdl/va/narrow.py: each bus word split into
+    four pieces for the function units, the results joined): EXP/SILU, every row command
+    (QUANTIZE's and DEQUANTIZE's packed half words, SOFTMAX's sum of the joined exp
+    values, both RoPE pairings) and the extension commands, bit for bit against the golden
+    model; the other tests do not depend on FN_LANES."""
+    testbench, testcase = test
+    run_cocotb(simulator, va_verilog(fn_lanes=NARROW_FN_LANES), TOPLEVEL, testbench,
+               config_name=config_name(L, NARROW_FN_LANES), testcase=testcase,
+               gtkw_groups=VA_GTKW_GROUPS, timeout_s=TIMEOUT_S[simulator],
+               extra_env={"V4HW_VA_LANES": str(L), "V4HW_VA_FN_LANES": str(NARROW_FN_LANES)})
 
 
 @pytest.mark.cocotb

@@ -21,6 +21,7 @@ from sim.va_driver import VaBench
 
 ICARUS = cocotb.SIM_NAME.lower().startswith("icarus")
 L = int(os.environ.get("V4HW_VA_LANES", "32"))     # the DUT's L (tests/test_va_cocotb.py)
+FN_LANES = int(os.environ.get("V4HW_VA_FN_LANES", "0")) or None    # None: DATA_WIDTH/16
 BUS = 16
 ELEMENTWISE = (VaOpcode.ADD, VaOpcode.MUL, VaOpcode.SCALE, VaOpcode.EXP, VaOpcode.SILU,
                VaOpcode.SUM, VaOpcode.MAX)
@@ -28,7 +29,7 @@ ELEMENTWISE = (VaOpcode.ADD, VaOpcode.MUL, VaOpcode.SCALE, VaOpcode.EXP, VaOpcod
 
 async def new_bench(dut, **kwargs):
     rng = test_seed()
-    bench = VaBench(dut, lanes=L, data_width=8 * BUS, rng=rng, **kwargs)
+    bench = VaBench(dut, lanes=L, data_width=8 * BUS, fn_lanes=FN_LANES, rng=rng, **kwargs)
     await bench.start()
     return bench, rng
 

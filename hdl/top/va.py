@@ -18,9 +18,11 @@ __all__ = ["VA_VERSION", "VaTop", "caps_word"]
 VA_VERSION = 1
 
 
-def caps_word(lanes, data_width):
-    """CAPS of the VA: bits 7:0 L, 15:8 bus width in bytes."""
-    return lanes | (data_width // 8) << 8
+def caps_word(lanes, data_width, fn_lanes=None):
+    """CAPS of the VA: bits 7:0 L, 15:8 bus width in bytes, 23:16 function lanes
+    (``fn_lanes``; None: DATA_WIDTH/16)."""
+    fn_lanes = data_width // 16 if fn_lanes is None else fn_lanes
+    return lanes | (data_width // 8) << 8 | fn_lanes << 16
 
 
 class VaTop(wiring.Component):
@@ -30,13 +32,16 @@ class VaTop(wiring.Component):
     (AXI4-Lite slave, 16-bit address, 32-bit data), ``m_axi_gmem_*`` (AXI4 master, 64-bit
     address, ``data_width`` data, ID width 1), ``interrupt`` (level).
 
-    Parameters: ``lanes`` (L, a power of two in 4..64, at least DATA_WIDTH/16) and
-    ``data_width`` (64, 128, 256 or 512 bits).
+    Parameters: ``lanes`` (L, a power of two in 4..64, at least DATA_WIDTH/16),
+    ``data_width`` (64, 128, 256 or 512 bits) and ``fn_lanes`` (FN_LANES: elements a cycle
+    through the function units of the row and extension commands, a power of two in
+    2..DATA_WIDTH/16; None: DATA_WIDTH/16, the bus rate; see :mod:`hdl.va.narrow`).
     """
 
-    def __init__(self, lanes=32, data_width=128):
-        check_parameters(lanes, data_width)
+    def __init__(self, lanes=32, data_width=128, fn_lanes=None):
+        check_parameters(lanes, data_width, fn_lanes)
         self.lanes, self.data_width = lanes, data_width
+        self.fn_lanes = data_width // 16 if fn_lanes is None else fn_lanes
         super().__init__({
             **kernel_members(data_width),
         })
@@ -48,7 +53,7 @@ class VaTop(wiring.Component):
         m.submodules.regs = regs = RegisterBlock(regmap)
         m.submodules.timebase = timebase = Timebase()
         m.submodules.status = status = CommandStatus()
-        m.submodules.core = core = VectorCore(self.lanes, self.data_width)
+        m.submodules.core = core = VectorCore(self.lanes, self.data_width, self.fn_lanes)
         m.submodules.bridge = bridge = MemPortToAxi4(
             self.data_width, AXI4Signature(64, self.data_width, 1))
         connect_flat(m, self, "s_axi_control", regs.bus)
@@ -56,7 +61,7 @@ class VaTop(wiring.Component):
         wiring.connect(m, core.mem, bridge.port)
 
         drive_common_registers(m, regs, timebase, BlockId.VA, VA_VERSION,
-                               caps_word(self.lanes, self.data_width))
+                               caps_word(self.lanes, self.data_width, self.fn_lanes))
         cmd = core.cmd
         m.d.comb += [
             cmd.op.eq(regs.opcode.op), cmd.esize.eq(regs.opcode.esize),

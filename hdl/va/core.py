@@ -7,11 +7,15 @@ Data flow of one command::
                     └► Realign ─► WordsToVector ─┤ y ─► LaneEngine ─► VectorToWords ─┐
     strided GATHER:                                                                  ├─► StreamWriter
       StridedGather (one read per element, many in flight) ──────────────────────────┘
-    row commands (EXP, SILU, DEQUANTIZE, SOFTMAX, RMSNORM, QUANTIZE, TOPK; data_width/16
-    elements a cycle; a pass per read of the operands, see hdl.va.rows):
+    row commands (EXP, SILU, DEQUANTIZE, SOFTMAX, RMSNORM, QUANTIZE, TOPK; fn_lanes
+    elements a cycle through the function units; a pass per read of the operands, see
+    hdl.va.rows):
       OperandReader ─► Realign ─► RowUnit ─► StreamWriter (again at DST2: QUANTIZE, TOPK)
-    CLAMP, SOFTPLUS, SQRT (data_width/16 elements a cycle, three register stages):
-      OperandReader ─► Realign ─► ExtUnit (hdl.va.extfunc) ─► StreamWriter
+    CLAMP, SOFTPLUS, SQRT (fn_lanes elements a cycle, a pipeline that never stalls):
+      OperandReader ─► Realign ─► [WidthAdapter ─►] ExtUnit (hdl.va.extfunc) ─► StreamWriter
+
+``fn_lanes`` (default data_width/16, the bus rate): with fewer, the function units are
+built that narrow and take each bus word in pieces (:mod:`hdl.va.narrow`).
     strided SCATTER:
       OperandReader ─► Realign ─► StridedScatter (one write per element, many in flight)
     GATHER_IDX, SCATTER_IDX, GATHER_CSR: IndexedMover (its own memory port; hdl/va/indexed.py)
@@ -34,6 +38,7 @@ from hdl.va.extfunc import EXT_OPCODES, ExtUnit, clamp_bounds_ok
 from hdl.va.gather import StridedGather
 from hdl.va.indexed import INDEXED_OPCODES, IndexedMover
 from hdl.va.lanes import LaneEngine
+from hdl.va.narrow import WidthAdapter, check_fn_lanes
 from hdl.va.rows import MAX_K, ROW_OPCODES, RowUnit
 from hdl.va.scatter import StridedScatter
 from hdl.va.streams import (
@@ -58,8 +63,9 @@ RTL_OPCODES = (VaOpcode.GATHER, VaOpcode.SCATTER, VaOpcode.ADD, VaOpcode.MUL, Va
 """The commands this RTL runs; START refuses the others with BAD_COMMAND."""
 
 
-def check_parameters(lanes, data_width):
-    """Raise ValueError unless (L, DATA_WIDTH) is a configuration the VA supports."""
+def check_parameters(lanes, data_width, fn_lanes=None):
+    """Raise ValueError unless (L, DATA_WIDTH, FN_LANES) is a configuration the VA supports
+    (``fn_lanes`` None: DATA_WIDTH/16)."""
     if not isinstance(data_width, int) or data_width not in VALID_DATA_WIDTH:
         raise ValueError(f"DATA_WIDTH must be 64, 128, 256 or 512, not {data_width!r}")
     if not isinstance(lanes, int) or lanes not in VALID_LANES:
@@ -67,6 +73,8 @@ def check_parameters(lanes, data_width):
     if 16 * lanes < data_width:
         raise ValueError(f"L={lanes} bf16 lanes ({16 * lanes} bits) are narrower than the "
                          f"{data_width}-bit bus: L must be at least {data_width // 16}")
+    if fn_lanes is not None:
+        check_fn_lanes(fn_lanes, data_width)
 
 
 class VaCommandLayout(data.StructLayout):
@@ -90,9 +98,10 @@ class VectorCore(wiring.Component):
     pulse (code, address) once nothing it issued is in flight.
     """
 
-    def __init__(self, lanes=32, data_width=128):
-        check_parameters(lanes, data_width)
+    def __init__(self, lanes=32, data_width=128, fn_lanes=None):
+        check_parameters(lanes, data_width, fn_lanes)
         self.lanes, self.data_width = lanes, data_width
+        self.fn_lanes = data_width // 16 if fn_lanes is None else fn_lanes
         super().__init__({
             "cmd": In(VaCommandLayout()),
             "refuse_code": Out(8),
@@ -180,6 +189,21 @@ class VectorCore(wiring.Component):
         m.d.comb += [self.refuse_code.eq(reduce(or_, codes)),
                      self.refuse_addr.eq(reduce(or_, addrs))]
 
+    def _ext_unit(self, m, go):
+        """ExtUnit, ``fn_lanes`` wide (reset at ``go``), and what carries its bus-wide
+        streams ``i`` and ``o``: the unit, or its width adapter."""
+        width, narrow = self.data_width, 16 * self.fn_lanes
+        m.submodules.ext = unit = ResetInserter(go)(ExtUnit(narrow))
+        if narrow == width:
+            return unit, unit
+        m.submodules.ext_width = adapter = ResetInserter(go)(WidthAdapter(
+            width, width, narrow, narrow, width // narrow,
+            lambda payload, piece: payload.word_select(piece, narrow),
+            lambda parts: Cat(*parts)))
+        wiring.connect(m, adapter.narrow_i, unit.i)
+        wiring.connect(m, unit.o, adapter.narrow_o)
+        return unit, adapter
+
     def elaborate(self, platform):
         m = Module()
         width, bb, lanes = self.data_width, self.data_width // 8, self.lanes
@@ -216,8 +240,8 @@ class VectorCore(wiring.Component):
         m.submodules.v2w = v2w = VectorToWords(width, ratio)
         m.submodules.writer = writer = StreamWriter(width)
         m.submodules.scatterer = scatterer = StridedScatter(width)
-        m.submodules.rows = rows = ResetInserter(go)(RowUnit(width))
-        m.submodules.ext = ext_unit = ResetInserter(go)(ExtUnit(width))
+        m.submodules.rows = rows = ResetInserter(go)(RowUnit(width, self.fn_lanes))
+        ext_unit, ext_io = self._ext_unit(m, go)
         m.submodules.indexed = mover = IndexedMover(width, VaCommandLayout())
         m.d.comb += [mover.start.eq(go & indexed), mover.cmd.eq(cmd), mover.abort.eq(abort)]
         again = Signal()                # a row command's next pass: read the operands again
@@ -261,7 +285,7 @@ class VectorCore(wiring.Component):
                 with m.Elif(row):
                     wiring.connect(m, realign.o, rows.x)
                 with m.Elif(ext):
-                    wiring.connect(m, realign.o, ext_unit.i)
+                    wiring.connect(m, realign.o, ext_io.i)
                 with m.Else():
                     m.d.comb += [w2v.i.payload.eq(realign.o.payload),
                                  w2v.i.valid.eq(realign.o.valid),
@@ -278,7 +302,8 @@ class VectorCore(wiring.Component):
         m.d.comb += [
             reader.start.eq(go | again), v2w.start.eq(go), engine.op.eq(cmd.op),
             rows.op.eq(cmd.op), rows.n.eq(n), rows.k.eq(cmd.k[:4]), rows.scalar.eq(cmd.scalar),
-            rows.split.eq(cmd.split_half), ext_unit.op.eq(cmd.op), ext_unit.scalar.eq(cmd.scalar),
+            rows.split.eq(cmd.split_half),
+            ext_unit.op.eq(cmd.op), ext_unit.scalar.eq(cmd.scalar),
             rows.writer_done.eq(writer.done),
             engine.scalar.eq(cmd.scalar[:16]), engine.count.eq(n),
             gatherer.start.eq(go & gather), gatherer.base.eq(cmd.src),
@@ -339,10 +364,10 @@ class VectorCore(wiring.Component):
                          reader.rd_resp.payload.eq(mem.rd_resp.payload),
                          reader.rd_resp.valid.eq(mem.rd_resp.valid),
                          mem.rd_resp.ready.eq(reader.rd_resp.ready),
-                         writer.i.payload.eq(Mux(ext, ext_unit.o.payload, rows.o.payload)),
-                         writer.i.valid.eq(Mux(ext, ext_unit.o.valid, rows.o.valid)),
+                         writer.i.payload.eq(Mux(ext, ext_io.o.payload, rows.o.payload)),
+                         writer.i.valid.eq(Mux(ext, ext_io.o.valid, rows.o.valid)),
                          rows.o.ready.eq(writer.i.ready & ~ext),
-                         ext_unit.o.ready.eq(writer.i.ready & ext)]
+                         ext_io.o.ready.eq(writer.i.ready & ext)]
         with m.Else():
             m.d.comb += [mem.rd_req.payload.eq(reader.rd_req.payload),
                          mem.rd_req.valid.eq(reader.rd_req.valid),

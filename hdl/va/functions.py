@@ -523,15 +523,21 @@ class UnaryUnit(wiring.Component):
 
     def __init__(self, data_width):
         self.data_width = data_width
-        lanes = data_width // 16
+        wide_in, wide_out = self.layouts(data_width)
         super().__init__({
             "op": In(8),
             "m": In(16),
             "c": In(32),
-            "i": In(stream.Signature(data.StructLayout({"x": data_width, "g": data_width}))),
-            "o": Out(stream.Signature(data.StructLayout({
-                "word": data_width, "e": data.ArrayLayout(32, lanes)}))),
+            "i": In(stream.Signature(wide_in)),
+            "o": Out(stream.Signature(wide_out)),
         })
+
+    @staticmethod
+    def layouts(data_width):
+        """The payload layouts of ``i`` and ``o``."""
+        return (data.StructLayout({"x": data_width, "g": data_width}),
+                data.StructLayout({"word": data_width,
+                                   "e": data.ArrayLayout(32, data_width // 16)}))
 
     def elaborate(self, platform):
         m = Module()

@@ -28,7 +28,7 @@ normaliser, reciprocal, multiplier, adder and rsqrt unit, each a pipeline whose 
 step waits out.
 """
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
@@ -47,6 +47,7 @@ from hdl.va.functions import (
     rsqrt_f32,
 )
 from hdl.va.lanes import f32_to_bf16, order_key
+from hdl.va.narrow import WidthAdapter, check_fn_lanes
 
 __all__ = ["ROW_OPCODES", "RowUnit", "RopeLanes", "MAX_K"]
 
@@ -99,15 +100,20 @@ class RopeLanes(wiring.Component):
 
     def __init__(self, data_width):
         self.data_width = data_width
-        word = data.ArrayLayout(16, data_width // 16)
+        wide_in, wide_out = self.layouts(data_width)
         super().__init__({
             "split": In(1),
             "second": In(1),
             "half": In(1),
-            "i": In(stream.Signature(data.StructLayout({"a": word, "b": word, "c": word,
-                                                        "s": word}))),
-            "o": Out(stream.Signature(data_width)),
+            "i": In(stream.Signature(wide_in)),
+            "o": Out(stream.Signature(wide_out)),
         })
+
+    @staticmethod
+    def layouts(data_width):
+        """The payload shapes of ``i`` and ``o``."""
+        word = data.ArrayLayout(16, data_width // 16)
+        return data.StructLayout({"a": word, "b": word, "c": word, "s": word}), data_width
 
     def elaborate(self, platform):
         m = Module()
@@ -152,10 +158,16 @@ class RowUnit(wiring.Component):
     the core restarts the writer at DST2 (4 bytes / 4·k bytes) for the second result.
     ``done`` once nothing more is to come (always for other commands). The unit is meant
     to be reset at every command's start.
+
+    ``fn_lanes`` (default ``data_width/16``): the element pipeline and the RoPE lanes are
+    built that many elements wide and take each word in ``data_width / (16 · fn_lanes)``
+    pieces (:class:`hdl.va.narrow.WidthAdapter`); the reductions still take a word a cycle.
     """
 
-    def __init__(self, data_width):
+    def __init__(self, data_width, fn_lanes=None):
         self.data_width = data_width
+        self.fn_lanes = data_width // 16 if fn_lanes is None else fn_lanes
+        check_fn_lanes(self.fn_lanes, data_width)
         super().__init__({
             "op": In(8),
             "n": In(range(MAX_LENGTH + 1)),
@@ -173,6 +185,49 @@ class RowUnit(wiring.Component):
             "writer_done": In(1),
             "done": Out(1),
         })
+
+    def _units(self, m, packed, split, upper):
+        """The element pipeline and the RoPE lanes, ``fn_lanes`` wide: (pipe, its wide input
+        and output streams, rope, its wide streams)."""
+        width, narrow = self.data_width, 16 * self.fn_lanes
+        pieces = width // narrow
+        m.submodules.pipe = pipe = UnaryUnit(narrow)
+        m.submodules.rope = rl = RopeLanes(narrow)
+        if pieces == 1:
+            m.d.comb += rl.half.eq(upper)
+            return pipe, pipe.i, pipe.o, rl, rl.i, rl.o
+
+        def unary_split(payload, piece):
+            return Cat(payload.x.word_select(piece, narrow), payload.g.word_select(piece, narrow))
+
+        def unary_join(parts):
+            # QUANTIZE / DEQUANTIZE: each piece's results fill the low half of its word
+            words = [Value.cast(part.word) for part in parts]
+            low = Cat(*(w[:narrow // 2] for w in words))
+            return Cat(Mux(packed, low, Cat(*words)), *(part.e for part in parts))
+
+        def rope_split(payload, piece):
+            a, b, c, s = (Value.cast(payload[k]) for k in "abcs")
+            # adjacent pairs: the narrow lanes' cos/sin are the first half of a narrow word
+            pair = piece + Mux(upper, pieces, 0)
+            return Cat(a.word_select(piece, narrow), b.word_select(piece, narrow),
+                       *(Mux(split, v.word_select(piece, narrow),
+                             v.word_select(pair, narrow // 2)) for v in (c, s)))
+
+        m.d.comb += rl.half.eq(0)
+        adapters = []
+        for name, unit, layouts, split_fn, join_fn in (
+                ("pipe", pipe, UnaryUnit.layouts, unary_split, unary_join),
+                ("rope", rl, RopeLanes.layouts, rope_split, lambda parts: Cat(*parts))):
+            wide_in, wide_out = layouts(width)
+            narrow_in, narrow_out = layouts(narrow)
+            adapter = WidthAdapter(wide_in, wide_out, narrow_in, narrow_out, pieces,
+                                   split_fn, join_fn)
+            m.submodules[f"{name}_width"] = adapter
+            wiring.connect(m, adapter.narrow_i, unit.i)
+            wiring.connect(m, unit.o, adapter.narrow_o)
+            adapters.append(adapter)
+        return pipe, adapters[0].i, adapters[0].o, rl, adapters[1].i, adapters[1].o
 
     def elaborate(self, platform):
         m = Module()
@@ -207,35 +262,34 @@ class RowUnit(wiring.Component):
         results = Signal.like(total)             # pipeline outputs of this pass
 
         # --- The element pipeline. ------------------------------------------------------
-        m.submodules.pipe = pipe = UnaryUnit(width)
+        upper = Signal()                         # RoPE adjacent: which half of the cos/sin word
+        pipe, pipe_i, pipe_o, rl, rl_i, rl_o = self._units(m, packed, split, upper)
         c = Signal(32)                           # the pipeline's constant
         m.d.comb += [pipe.op.eq(op), pipe.c.eq(Mux(dequantize, self.scalar, c))]
         feed = running & ~reduce_pass & ~rope & (taken != total)
         need_y = self.use_y
-        m.d.comb += [pipe.i.payload.x.eq(self.x.payload), pipe.i.payload.g.eq(self.y.payload),
-                     pipe.i.valid.eq(feed & self.x.valid & (self.y.valid | ~need_y))]
+        m.d.comb += [pipe_i.payload.x.eq(self.x.payload), pipe_i.payload.g.eq(self.y.payload),
+                     pipe_i.valid.eq(feed & self.x.valid & (self.y.valid | ~need_y))]
         with m.If(feed):
-            m.d.comb += [self.x.ready.eq(pipe.i.ready & (self.y.valid | ~need_y)),
-                         self.y.ready.eq(pipe.i.ready & self.x.valid & need_y)]
-        pipe_out = pipe.o.valid & pipe.o.ready
+            m.d.comb += [self.x.ready.eq(pipe_i.ready & (self.y.valid | ~need_y)),
+                         self.y.ready.eq(pipe_i.ready & self.x.valid & need_y)]
+        pipe_out = pipe_o.valid & pipe_o.ready
 
         # RoPE: x (adjacent), or x[:n/2] and x[n/2:] (split-half), with cos (y), sin (z).
-        m.submodules.rope = rl = RopeLanes(width)
-        upper = Signal()                         # adjacent: which half of the cos/sin word
         last_word = taken == total - 1
         all_valid = self.x.valid & self.y.valid & self.z.valid & (self.w.valid | ~split)
-        m.d.comb += [rl.split.eq(split), rl.second.eq(pass_ == 1), rl.half.eq(upper),
-                     rl.i.payload.a.eq(self.x.payload), rl.i.payload.b.eq(self.w.payload),
-                     rl.i.payload.c.eq(self.y.payload), rl.i.payload.s.eq(self.z.payload),
-                     rl.i.valid.eq(running & rope & (taken != total) & all_valid)]
-        rope_in = rl.i.valid & rl.i.ready
+        m.d.comb += [rl.split.eq(split), rl.second.eq(pass_ == 1),
+                     rl_i.payload.a.eq(self.x.payload), rl_i.payload.b.eq(self.w.payload),
+                     rl_i.payload.c.eq(self.y.payload), rl_i.payload.s.eq(self.z.payload),
+                     rl_i.valid.eq(running & rope & (taken != total) & all_valid)]
+        rope_in = rl_i.valid & rl_i.ready
         with m.If(rope):
             m.d.comb += [self.x.ready.eq(rope_in), self.w.ready.eq(rope_in & split),
                          self.y.ready.eq(rope_in & (split | upper | last_word)),
                          self.z.ready.eq(rope_in & (split | upper | last_word))]
         with m.If(rope_in):
             m.d.sync += upper.eq(~upper)
-        rope_out = rl.o.valid & rl.o.ready
+        rope_out = rl_o.valid & rl_o.ready
         with m.If(pipe_out | rope_out):
             m.d.sync += results.eq(results + 1)
 
@@ -244,26 +298,26 @@ class RowUnit(wiring.Component):
         have_half = Signal()
         flush = emit & packed & have_half & (results == total)
         with m.If(rope):
-            m.d.comb += [self.o.payload.eq(rl.o.payload), self.o.valid.eq(rl.o.valid),
-                         rl.o.ready.eq(self.o.ready)]
+            m.d.comb += [self.o.payload.eq(rl_o.payload), self.o.valid.eq(rl_o.valid),
+                         rl_o.ready.eq(self.o.ready)]
         with m.Elif(~emit):
-            m.d.comb += pipe.o.ready.eq(1)
+            m.d.comb += pipe_o.ready.eq(1)
         with m.Elif(~packed):
-            m.d.comb += [self.o.payload.eq(pipe.o.payload.word), self.o.valid.eq(pipe.o.valid),
-                         pipe.o.ready.eq(self.o.ready)]
+            m.d.comb += [self.o.payload.eq(pipe_o.payload.word), self.o.valid.eq(pipe_o.valid),
+                         pipe_o.ready.eq(self.o.ready)]
         with m.Elif(flush):
             m.d.comb += [self.o.payload.eq(half), self.o.valid.eq(1)]
             with m.If(self.o.ready):
                 m.d.sync += have_half.eq(0)
         with m.Elif(have_half):
-            m.d.comb += [self.o.payload.eq(Cat(half, pipe.o.payload.word[:width // 2])),
-                         self.o.valid.eq(pipe.o.valid), pipe.o.ready.eq(self.o.ready)]
+            m.d.comb += [self.o.payload.eq(Cat(half, pipe_o.payload.word[:width // 2])),
+                         self.o.valid.eq(pipe_o.valid), pipe_o.ready.eq(self.o.ready)]
             with m.If(pipe_out):
                 m.d.sync += have_half.eq(0)
         with m.Else():
-            m.d.comb += pipe.o.ready.eq(1)
-            with m.If(pipe.o.valid):
-                m.d.sync += [half.eq(pipe.o.payload.word[:width // 2]), have_half.eq(1)]
+            m.d.comb += pipe_o.ready.eq(1)
+            with m.If(pipe_o.valid):
+                m.d.sync += [half.eq(pipe_o.payload.word[:width // 2]), have_half.eq(1)]
 
         # --- Reductions. ---------------------------------------------------------------
         # Stage A: the word (from x, or the pipeline's exp values) and its first index.
@@ -277,7 +331,7 @@ class RowUnit(wiring.Component):
         a_e = Signal(data.ArrayLayout(32, lanes))
         a_base = Signal(range(MAX_LENGTH + lanes + 1))
         m.d.sync += a_valid.eq(take_x | (sum_e & pipe_out))
-        m.d.sync += [a_word.eq(self.x.payload), a_e.eq(pipe.o.payload.e),
+        m.d.sync += [a_word.eq(self.x.payload), a_e.eq(pipe_o.payload.e),
                      a_base.eq(Mux(sum_e, results, taken) * lanes)]
 
         # Maximum (SOFTMAX: by value; RMSNORM: exponent field; QUANTIZE: |x|).

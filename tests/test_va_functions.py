@@ -51,12 +51,12 @@ def simulate(build, a_values, b_values=None):
     return np.array(results, np.uint32)
 
 
-def simulate_pipelined(build, a_values, b_values=None):
+def simulate_pipelined(build, a_values, b_values=None, lut_products=False):
     """Outputs of ``build(m, a, b, cut)`` with every cut a register (functions.Stages):
     one input a cycle, each result ``cut.depth`` cycles later."""
     m = Module()
     a, b = Signal(32), Signal(32)
-    cut = functions.Stages(m, "t")
+    cut = functions.Stages(m, "t", lut_products=lut_products)
     out = build(m, a, b, cut)
     assert cut.depth > 0
     results = []
@@ -146,22 +146,29 @@ def test_f32_to_int8(seed):
     check("f32_to_int8", got & 0xFF, expect.astype(np.uint32), x)
 
 
-def test_pipelined_helpers():
-    """The helpers with a register at every cut point compute the same results."""
+@pytest.mark.parametrize("lut_products", [False, True], ids=["dsp", "lut"])
+def test_pipelined_helpers(lut_products):
+    """The helpers with a register at every cut point compute the same results (and with
+    their small partial products in logic, as the narrowed units build them)."""
     a = inputs(7, 200)
     b = np.roll(inputs(8, 200), 3)[:len(a)]
-    got = simulate_pipelined(lambda m, x, y, cut: functions.f32_mul(m, x, y, "mul", cut), a, b)
+    got = simulate_pipelined(lambda m, x, y, cut: functions.f32_mul(m, x, y, "mul", cut), a, b,
+                             lut_products=lut_products)
     check("f32_mul pipelined", got, golden.f32_mul(a, b), a, b)
-    got = simulate_pipelined(lambda m, x, _, cut: functions.recip_f32(m, x, "rcp", cut), a)
+    got = simulate_pipelined(lambda m, x, _, cut: functions.recip_f32(m, x, "rcp", cut), a,
+                             lut_products=lut_products)
     check("recip_f32 pipelined", got, golden.recip_f32(a), a)
-    got = simulate_pipelined(lambda m, x, _, cut: functions.rsqrt_f32(m, x, "rs", cut), a)
+    got = simulate_pipelined(lambda m, x, _, cut: functions.rsqrt_f32(m, x, "rs", cut), a,
+                             lut_products=lut_products)
     check("rsqrt_f32 pipelined", got, golden.rsqrt_f32(a), a)
-    got = simulate_pipelined(lambda m, x, _, cut: functions.f32_to_int8(m, x, "q", cut), a)
+    got = simulate_pipelined(lambda m, x, _, cut: functions.f32_to_int8(m, x, "q", cut), a,
+                             lut_products=lut_products)
     expect = simulate(lambda m, x, _: functions.f32_to_int8(m, x, "q"), a)
     check("f32_to_int8 pipelined", got, expect, a)
     for bias in (0, 64):
         got = simulate_pipelined(
-            lambda m, x, _, cut, bias=bias: functions.exp_f32(m, x, bias, "exp", cut), a)
+            lambda m, x, _, cut, bias=bias: functions.exp_f32(m, x, bias, "exp", cut), a,
+            lut_products=lut_products)
         check("exp_f32 pipelined", got, golden.exp_f32(a, bias), a)
 
 

@@ -39,8 +39,9 @@ def test_fn_lanes_in_caps():
 
 @pytest.mark.parametrize("fn_lanes", [2, 4])
 def test_adapter_with_ext_unit(fn_lanes):
-    """SQRT of random bf16 words (edges included) through ExtUnit(16 · fn_lanes) behind a
-    WidthAdapter: each wide result is golden.va.sqrt_bf16 of its word."""
+    """SQRT of random bf16 words (edges included) through ExtUnit(16 · fn_lanes) with its
+    small partial products in logic, behind a WidthAdapter: each wide result is
+    golden.va.sqrt_bf16 of its word."""
     rng = np.random.default_rng(fn_lanes)
     lanes, narrow = WIDTH // 16, 16 * fn_lanes
     x = rng.integers(0, 65536, 24 * lanes).astype(np.uint16)
@@ -48,7 +49,7 @@ def test_adapter_with_ext_unit(fn_lanes):
     words = x.reshape(-1, lanes)
 
     m = Module()
-    m.submodules.unit = unit = ExtUnit(narrow)
+    m.submodules.unit = unit = ExtUnit(narrow, lut_products=True)    # as narrowed in the VA
     m.submodules.adapter = adapter = WidthAdapter(
         WIDTH, WIDTH, narrow, narrow, WIDTH // narrow,
         lambda payload, piece: payload.word_select(piece, narrow), lambda parts: Cat(*parts))

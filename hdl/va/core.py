@@ -193,7 +193,7 @@ class VectorCore(wiring.Component):
         """ExtUnit, ``fn_lanes`` wide (reset at ``go``), and what carries its bus-wide
         streams ``i`` and ``o``: the unit, or its width adapter."""
         width, narrow = self.data_width, 16 * self.fn_lanes
-        m.submodules.ext = unit = ResetInserter(go)(ExtUnit(narrow))
+        m.submodules.ext = unit = ResetInserter(go)(ExtUnit(narrow, narrow < width))
         if narrow == width:
             return unit, unit
         m.submodules.ext_width = adapter = ResetInserter(go)(WidthAdapter(

@@ -91,11 +91,12 @@ class ExtUnit(wiring.Component):
     at every cut of its helpers; parts: exp, rsqrt and the clamp | 1 + e, logarithm and
     the x · rsqrt product | selection and rounding) into an output FIFO taken on credit
     (:func:`hdl.va.functions.credit_pipeline`). Results are bit for bit those of
-    ``golden.va.clamp_bf16`` / ``softplus_bf16`` / ``sqrt_bf16``.
+    ``golden.va.clamp_bf16`` / ``softplus_bf16`` / ``sqrt_bf16``. ``lut_products``: the
+    small partial products in logic (:data:`hdl.va.functions.LUT_SLICE`).
     """
 
-    def __init__(self, data_width):
-        self.data_width = data_width
+    def __init__(self, data_width, lut_products=False):
+        self.data_width, self.lut_products = data_width, lut_products
         super().__init__({
             "op": In(8),
             "scalar": In(32),
@@ -113,7 +114,7 @@ class ExtUnit(wiring.Component):
         out = Signal(vec)
         depths = set()
         for lane in range(lanes):
-            st = Stages(m, f"x{lane}")
+            st = Stages(m, f"x{lane}", lut_products=self.lut_products)
             raw = words_in[lane]
             x16 = _flush16(raw)
             x = Cat(Const(0, 16), x16)

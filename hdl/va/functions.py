@@ -21,7 +21,8 @@ from hdl.codes import VaOpcode
 from hdl.ma.fp import F32_CANONICAL_NAN, f32_add, f32_add_pipelined
 from hdl.va.lanes import f32_to_bf16
 
-__all__ = ["Stages", "no_cut", "product", "f32_add_staged", "credit_pipeline", "f32_mul",
+__all__ = ["Stages", "no_cut", "LUT_SLICE", "lut_product", "product", "f32_add_staged",
+           "credit_pipeline", "f32_mul",
            "exp_f32", "recip_f32", "rsqrt_f32", "int32_to_f32", "f32_to_int8",
            "normalize_trunc", "UnaryUnit"]
 
@@ -42,10 +43,12 @@ class Stages:
     three cycles, else a small memory written and read every cycle: the pipeline never
     stalls). ``fork()`` starts a parallel branch at the same depth; ``join(branch,
     values)`` delays the values of the branch that is behind the other.
+    ``lut_products``: :func:`product` forms its small partial products in logic.
     """
 
-    def __init__(self, m, name, registers=True):
+    def __init__(self, m, name, registers=True, lut_products=False):
         self.m, self.name, self.registers = m, name, registers
+        self.lut_products = lut_products
         self.depth = 0
         self.carry = {}
         self._kept = {}
@@ -104,7 +107,8 @@ class Stages:
 
     def fork(self):
         self._count += 1
-        branch = Stages(self.m, f"{self.name}_b{self._count}", self.registers)
+        branch = Stages(self.m, f"{self.name}_b{self._count}", self.registers,
+                        self.lut_products)
         branch.depth = self.depth
         return branch
 
@@ -125,17 +129,41 @@ def no_cut(m, cut):
     return cut if cut is not None else Stages(m, "", registers=False)
 
 
+LUT_SLICE = 6
+"""With ``lut_products``, partial products with a slice this narrow (or narrower) are
+added up in logic, not given a multiplier block (the ECP5-85 has 156; see
+:func:`product`). Only the narrowed units use it (:mod:`hdl.va.narrow`): a sum of shifted
+copies simulates several times slower than one product on Icarus."""
+
+
+def lut_product(a, b):
+    """``a · b`` of unsigned values as a sum of shifted copies of ``a``, one per bit of
+    the narrower ``b``, added in a balanced tree (carry chains, no multiplier block)."""
+    a, b = Value.cast(a), Value.cast(b)
+    if len(b) > len(a):
+        a, b = b, a
+    width = len(a) + len(b)
+    terms = [Mux(b[k], a << k, 0) for k in range(len(b))]
+    while len(terms) > 1:
+        terms = [(terms[k] + terms[k + 1])[:width] if k + 1 < len(terms) else terms[k]
+                 for k in range(0, len(terms), 2)]
+    return terms[0][:width]
+
+
 def product(m, x, y, cut, name, piece=18):
     """``x · y`` of unsigned values (``y`` may be an int): the partial products of
-    ``piece``-bit slices (a multiplier block each), a cut, then their sum (combinational,
-    returned)."""
+    ``piece``-bit slices (a multiplier block each; with a slice of :data:`LUT_SLICE` bits
+    or fewer and ``cut.lut_products``, :func:`lut_product`), a cut, then their sum
+    (combinational, returned)."""
     y = Const(y, max(1, int(y).bit_length())) if isinstance(y, int) else y
     x, y = Value.cast(x), Value.cast(y)
     width = len(x) + len(y)
     parts = {}
     for i in range(0, len(x), piece):
         for j in range(0, len(y), piece):
-            parts[f"p{i}_{j}"] = x[i:i + piece] * y[j:j + piece]
+            a, b = x[i:i + piece], y[j:j + piece]
+            small = cut.lut_products and min(len(a), len(b)) <= LUT_SLICE
+            parts[f"p{i}_{j}"] = lut_product(a, b) if small else a * b
     parts = cut(parts)
     total = Signal(width, name=name)
     m.d.comb += total.eq(sum((Value.cast(v) << int(k[1:].split("_")[0]) + int(k.split("_")[1]))
@@ -518,11 +546,12 @@ class UnaryUnit(wiring.Component):
     bf16 results in their lanes, or for QUANTIZE the int8 results in the low bytes,
     for DEQUANTIZE the bf16 results of the word's four int32 (128-bit bus: half of the
     lanes) in the low lanes; ``o.payload.e`` holds each lane's binary32 exp (SOFTMAX's
-    sum). Results are bit for bit those of :mod:`golden.va`.
+    sum). Results are bit for bit those of :mod:`golden.va`. ``lut_products``: the small
+    partial products in logic (:data:`LUT_SLICE`).
     """
 
-    def __init__(self, data_width):
-        self.data_width = data_width
+    def __init__(self, data_width, lut_products=False):
+        self.data_width, self.lut_products = data_width, lut_products
         wide_in, wide_out = self.layouts(data_width)
         super().__init__({
             "op": In(8),
@@ -562,7 +591,7 @@ class UnaryUnit(wiring.Component):
         q = []
         depths = set()
         for lane in range(lanes):
-            st = Stages(m, f"u{lane}")
+            st = Stages(m, f"u{lane}", lut_products=self.lut_products)
             raw = words_in[lane]
             # Part 0: the flushed input, x - m (SOFTMAX), int32 → binary32 (DEQUANTIZE).
             x16 = Mux(raw[7:15] == 0, Cat(Const(0, 15), raw[15]), raw)

@@ -28,6 +28,8 @@ normaliser, reciprocal, multiplier, adder and rsqrt unit, each a pipeline whose 
 step waits out.
 """
 
+import operator
+
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
@@ -42,6 +44,7 @@ from hdl.va.functions import (
     credit_pipeline,
     f32_add_staged,
     f32_mul,
+    lut_product,
     normalize_trunc,
     recip_f32,
     rsqrt_f32,
@@ -95,11 +98,12 @@ class RopeLanes(wiring.Component):
     word of x[:n/2]) with ``b`` (the same word of x[n/2:]); ``second`` 0 gives the first
     halves a·c - b·s, 1 the second halves a·s + b·c. A pipeline (products |
     the binary32 sum | rounding) that never stalls, into an output FIFO taken on
-    credit (:func:`hdl.va.functions.credit_pipeline`).
+    credit (:func:`hdl.va.functions.credit_pipeline`). ``lut_products``: the 8×8
+    significand products in logic.
     """
 
-    def __init__(self, data_width):
-        self.data_width = data_width
+    def __init__(self, data_width, lut_products=False):
+        self.data_width, self.lut_products = data_width, lut_products
         wide_in, wide_out = self.layouts(data_width)
         super().__init__({
             "split": In(1),
@@ -121,6 +125,7 @@ class RopeLanes(wiring.Component):
         a, b, c, s = (self.i.payload.a, self.i.payload.b, self.i.payload.c, self.i.payload.s)
         out = Signal(data.ArrayLayout(16, lanes))
         depths = set()
+        mul = lut_product if self.lut_products else operator.mul
         for lane in range(lanes):
             st = Stages(m, f"r{lane}")
             pair = lane // 2 + Mux(self.half, lanes // 2, 0)
@@ -133,7 +138,8 @@ class RopeLanes(wiring.Component):
             sin = Mux(self.split, s[lane], s[pair])
             neg = Mux(self.split, ~self.second, not odd)
             v = st({"p": p, "q": q, "cos": cos, "sin": sin, "neg": neg,
-                    "pc": Cat(p[:7], 1) * Cat(cos[:7], 1), "qs": Cat(q[:7], 1) * Cat(sin[:7], 1)})
+                    "pc": mul(Cat(p[:7], 1), Cat(cos[:7], 1)),
+                    "qs": mul(Cat(q[:7], 1), Cat(sin[:7], 1))})
             pc = bf16_mul(m, v["p"], v["cos"], name=f"pc{lane}", product=v["pc"])
             qs = bf16_mul(m, v["q"], v["sin"], name=f"qs{lane}", product=v["qs"])
             v = st({"pc": pc, "qs": qs ^ (v["neg"] << 31)})
@@ -162,12 +168,15 @@ class RowUnit(wiring.Component):
     ``fn_lanes`` (default ``data_width/16``): the element pipeline and the RoPE lanes are
     built that many elements wide and take each word in ``data_width / (16 · fn_lanes)``
     pieces (:class:`hdl.va.narrow.WidthAdapter`); the reductions still take a word a cycle.
+    Narrowed, the units (and the sum's squares and the scalar steps' units) also form
+    their small partial products in logic (``lut_products``, for a small FPGA).
     """
 
     def __init__(self, data_width, fn_lanes=None):
         self.data_width = data_width
         self.fn_lanes = data_width // 16 if fn_lanes is None else fn_lanes
         check_fn_lanes(self.fn_lanes, data_width)
+        self.lut_products = self.fn_lanes < data_width // 16
         super().__init__({
             "op": In(8),
             "n": In(range(MAX_LENGTH + 1)),
@@ -191,8 +200,8 @@ class RowUnit(wiring.Component):
         and output streams, rope, its wide streams)."""
         width, narrow = self.data_width, 16 * self.fn_lanes
         pieces = width // narrow
-        m.submodules.pipe = pipe = UnaryUnit(narrow)
-        m.submodules.rope = rl = RopeLanes(narrow)
+        m.submodules.pipe = pipe = UnaryUnit(narrow, self.lut_products)
+        m.submodules.rope = rl = RopeLanes(narrow, self.lut_products)
         if pieces == 1:
             m.d.comb += rl.half.eq(upper)
             return pipe, pipe.i, pipe.o, rl, rl.i, rl.o
@@ -377,7 +386,7 @@ class RowUnit(wiring.Component):
             x, e = a_word[lane], a_e[lane]
             big_m = Cat(x[:7], 1)
             sq = Signal(16, name=f"sq{lane}")
-            m.d.comb += sq.eq(big_m * big_m)
+            m.d.comb += sq.eq(lut_product(big_m, big_m) if self.lut_products else big_m * big_m)
             sh_x = Signal(9, name=f"shx{lane}")
             m.d.comb += sh_x.eq((emax - x[7:15]) << 1)
             square = Mux((x[7:15] == 0) | (sh_x >= SUM_FRAC), 0, (sq << 24) >> sh_x[:6])
@@ -439,15 +448,15 @@ class RowUnit(wiring.Component):
         # Each unit is a pipeline; a step waits out the deepest unit it reads (its inputs
         # hold still meanwhile).
         units = {}
-        st = Stages(m, "nt")
+        st = Stages(m, "nt", lut_products=self.lut_products)
         units["nt"] = (normalize_trunc(m, nt_value, SUM_BITS, nt_scale, 0, "nt", st), st)
-        st = Stages(m, "rc")
+        st = Stages(m, "rc", lut_products=self.lut_products)
         units["rc"] = (recip_f32(m, t1, "rc", st), st)
-        st = Stages(m, "smul")
+        st = Stages(m, "smul", lut_products=self.lut_products)
         units["mul"] = (f32_mul(m, t1, Mux(quantize, Const(RECIP_127, 32), t2), "smul", st), st)
-        st = Stages(m, "sadd")
+        st = Stages(m, "sadd", lut_products=self.lut_products)
         units["add"] = (f32_add_staged(m, t1, self.scalar, "sadd", st), st)
-        st = Stages(m, "rs")
+        st = Stages(m, "rs", lut_products=self.lut_products)
         units["rs"] = (rsqrt_f32(m, t1, "rs", st), st)
         nt, rc, mul, add, rs = (units[k][0] for k in ("nt", "rc", "mul", "add", "rs"))
         step_count = Signal(range(max(st.depth for _, st in units.values()) + 1))

@@ -62,14 +62,23 @@ BLOCKS = {
 }
 
 
+# (block, board) → parameters whose default differs on that board's device
+BOARD_DEFAULTS = {
+    # The ECP5-85 has 156 multiplier blocks: the VA's function units fit at two lanes
+    # (docs/fpga.md, "Timing: the VA").
+    ("va", "ulx3s-85f"): {"FN_LANES": 2},
+}
+
+
 class UsageError(Exception):
     """A bad command line: reported as one line, exit status 2."""
 
 
-def parse_params(block, pairs):
-    """``["P=8", ...]`` → ``{"P": 8}``, checked against the block's parameter names."""
+def parse_params(block, pairs, board=None):
+    """``["P=8", ...]`` → ``{"P": 8}``, checked against the block's parameter names; the
+    others at their defaults (for ``board``: :data:`BOARD_DEFAULTS` first)."""
     _, defaults, _ = BLOCKS[block]
-    params = dict(defaults)
+    params = {**defaults, **BOARD_DEFAULTS.get((block, board), {})}
     for pair in pairs or ():
         name, sep, value = pair.partition("=")
         if not sep:
@@ -189,7 +198,7 @@ def cmd_synth(args):
 def cmd_build(args):
     """Bitstream for a board: the block in the board harness, place and route, report."""
     from sim import fpga
-    params = parse_params(args.block, args.param)
+    params = parse_params(args.block, args.param, args.board)
     if args.freq not in fpga.board_clocks(args.board):
         raise UsageError(f"--freq must be one of {sorted(fpga.board_clocks(args.board))} "
                          f"MHz on {args.board}, not {args.freq}")

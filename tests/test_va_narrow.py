@@ -17,6 +17,7 @@ from hdl.top.va import caps_word
 from hdl.va.core import check_parameters
 from hdl.va.extfunc import ExtUnit
 from hdl.va.narrow import WidthAdapter, check_fn_lanes
+from sim.cli import UsageError, elaborate, parse_params
 
 WIDTH = 128
 
@@ -87,3 +88,13 @@ def test_adapter_with_ext_unit(fn_lanes):
     bad = np.nonzero(got != expect)[0]
     assert not len(bad), (f"element {bad[0]}: sqrt({int(x[bad[0]]):#06x}) = "
                           f"{int(got[bad[0]]):#06x}, golden {int(expect[bad[0]]):#06x}")
+
+
+def test_fn_lanes_params():
+    """``--param FN_LANES``: 0 (DATA_WIDTH/16) by default, 2 for the ULX3S-85F board build
+    unless given; a bad value is refused with the parameter's message."""
+    assert parse_params("va", [])["FN_LANES"] == 0
+    assert parse_params("va", [], "ulx3s-85f")["FN_LANES"] == 2
+    assert parse_params("va", ["FN_LANES=4"], "ulx3s-85f")["FN_LANES"] == 4
+    with pytest.raises(UsageError, match="FN_LANES must be a power of two"):
+        elaborate("va", parse_params("va", ["FN_LANES=3"]))

@@ -70,9 +70,15 @@ Softmax and RMSNorm rows of 4096 are within 1 ulp of float64 (same test).
 
 Reductions (order-independent where it matters, so L lanes may add in any order):
 
-* SUM: binary32, lane j adds elements j, j+L, j+2L, ... from +0 in turn, then the L
-  lane sums are added pairwise in a tree (lane 2i + lane 2i+1, level by level). The
-  result depends on L, which is a parameter here.
+* SUM: binary32 in ``D·L`` interleaved partial sums, ``D = SUM_INTERLEAVE`` (8): the
+  input is cut into vectors of L elements (vector v holds elements vL .. vL+L-1); partial
+  s of lane j adds element j of the vectors v ≡ s (mod D) in increasing v, from +0, each
+  add rounded (so element i goes to partial ``k = i mod D·L``, ``k = s·L + j``, and each
+  partial is a sequential sum); then the D·L partials are added pairwise in a tree
+  (partial 2k + partial 2k+1, level by level): the L lanes of each s first, then the D
+  results. The interleave lets a lane start a vector every cycle although its adder's
+  loop is several cycles long (the RTL keeps the D partials of a lane in a small memory
+  read at v mod D). The result depends on L, which is a parameter here.
 * MAX, TOP-K: by value, ``-0 == +0``, NaN below everything, ties to the lowest index;
   values are returned as the input bits (subnormals compared as they are).
 * SOFTMAX (three passes): ``m = max``; ``e_i = exp(x_i - m)`` (the difference is one
@@ -102,6 +108,7 @@ from .fp import bf16_mul, f32_add, float_to_bf16_rne
 
 __all__ = [
     "LOG2E_Q", "LN2_Q", "RECIP_127", "F32_ONE", "MAX_LENGTH", "MAX_K", "ADDRESS_LIMIT",
+    "SUM_INTERLEAVE",
     "exp2_table", "recip_table", "rsqrt_table", "ln_table",
     "bf16_in", "f32_to_bf16", "f32_mul", "normalize_trunc",
     "exp_f32", "recip_f32", "rsqrt_f32", "silu_f32", "ln_fixed", "softplus_f32", "sqrt_f32",
@@ -124,6 +131,7 @@ MAX_K = 8
 ADDRESS_LIMIT = 1 << 48     # no access may reach or pass this byte address
 FIX = 30                    # fraction bits of the function units' fixed point
 SUM_FRAC = 40               # fraction bits of the exact softmax / RMSNorm sums
+SUM_INTERLEAVE = 8          # SUM: partial sums per lane (a power of 2, >= the RTL's loop)
 
 _I64 = np.int64
 
@@ -435,11 +443,15 @@ def scale_bf16(x, s):
 # Reductions.
 
 def sum_bf16(x, lanes):
-    """binary32 sum in the lane order of the module docstring; ``lanes`` a power of 2."""
+    """binary32 sum in the order of the module docstring (``SUM_INTERLEAVE · lanes``
+    interleaved partial sums, then a pairwise tree); ``lanes`` a power of 2."""
+    if lanes < 1 or lanes & (lanes - 1):
+        raise ValueError(f"lanes must be a power of two, not {lanes!r}")
     x = bf16_in(x)
-    acc = np.zeros(lanes, np.uint32)
-    for start in range(0, len(x), lanes):
-        chunk = x[start:start + lanes]
+    width = SUM_INTERLEAVE * lanes
+    acc = np.zeros(width, np.uint32)
+    for start in range(0, len(x), width):
+        chunk = x[start:start + width]
         acc[:len(chunk)] = f32_add(acc[:len(chunk)], chunk)
     while len(acc) > 1:
         acc = f32_add(acc[0::2], acc[1::2])

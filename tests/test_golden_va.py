@@ -13,6 +13,7 @@ import pytest
 from golden.fp import bf16_to_f32, float_to_bf16_rne
 from golden.va import (
     MAX_K,
+    SUM_INTERLEAVE,
     MemoryWindow,
     VaCommand,
     add_bf16,
@@ -278,18 +279,43 @@ def test_elementwise_are_correctly_rounded(seed):
     assert ulp_errors(mul_bf16(a, b), reference(as_f64(a) * as_f64(b))).max() == 0
 
 
+@pytest.mark.parametrize("n", [1, 3, 40, 1000])
 @pytest.mark.parametrize("lanes", [1, 4, 32])
-def test_sum_lane_order(lanes):
-    """The sum follows the lane order; with one lane it is a sequential binary32 sum."""
-    rng = np.random.default_rng(lanes)
-    x = random_bf16(rng, 1000)
+def test_sum_lane_order(lanes, n):
+    """The sum follows the order of the docstring, written here in vectors: partial s of
+    lane j adds element j of vectors s, s + D, s + 2D, ... (D = SUM_INTERLEAVE) from +0;
+    then for each s the L lanes pairwise, then the D results pairwise."""
+    rng = np.random.default_rng(lanes * 10000 + n)
+    x = random_bf16(rng, n)
     xf = bf16_to_f32(x)
-    acc = [np.float32(0)] * lanes
-    for i, v in enumerate(xf):
-        acc[i % lanes] = np.float32(acc[i % lanes] + v)
-    while len(acc) > 1:
-        acc = [np.float32(acc[i] + acc[i + 1]) for i in range(0, len(acc), 2)]
-    assert sum_bf16(x, lanes) == int(np.float32(acc[0]).view(np.uint32))
+    d = SUM_INTERLEAVE
+    part = [[np.float32(0)] * lanes for _ in range(d)]
+    for v in range(-(-n // lanes)):
+        for j, value in enumerate(xf[v * lanes:(v + 1) * lanes]):
+            part[v % d][j] = np.float32(part[v % d][j] + value)
+
+    def tree(values):
+        while len(values) > 1:
+            values = [np.float32(values[i] + values[i + 1]) for i in range(0, len(values), 2)]
+        return values[0]
+
+    total = tree([tree(part[s]) for s in range(d)])
+    assert sum_bf16(x, lanes) == int(np.float32(total).view(np.uint32))
+
+
+def test_sum_interleave_matters():
+    """The interleave is visible in the result: in one lane, 1 then sixteen 2**-24 then
+    -1 sum to 0 sequentially (each 2**-24 is lost against 1) but not interleaved (pairs
+    of 2**-24 meet in partials of their own)."""
+    one, tiny, minus = 0x3F80, 0x3380, 0xBF80
+    x = np.array([one] + [tiny] * (2 * SUM_INTERLEAVE) + [minus], np.uint16)
+    sequential = np.float32(0)
+    for value in bf16_to_f32(x):
+        sequential = np.float32(sequential + value)
+    assert sequential == 0
+    assert sum_bf16(x, 1) != int(np.float32(sequential).view(np.uint32))
+    with pytest.raises(ValueError, match="power of two"):
+        sum_bf16(x, 3)
 
 
 @seeds(3)

@@ -8,6 +8,7 @@ import pytest
 from amaranth.sim import Simulator
 
 from golden import va as golden
+from golden.fp import float_to_bf16_rne
 from hdl.codes import VaOpcode
 from hdl.va.lanes import LaneEngine
 
@@ -58,21 +59,17 @@ def test_elementwise_backpressure(op):
     assert np.array_equal(np.array(out, np.uint16), expect)
 
 
-@pytest.mark.parametrize("count", [1, LANES - 1, 3 * LANES, 5 * LANES + 3])
-@pytest.mark.parametrize("op", [VaOpcode.SUM, VaOpcode.MAX], ids=lambda op: op.name)
-def test_reductions(op, count):
-    rng = np.random.default_rng(count * 100 + int(op))
-    bits = rng.integers(0, 1 << 16, count).astype(np.uint16)
-    if op == VaOpcode.SUM:          # finite values of mixed magnitudes (roundings matter)
-        bits = golden.f32_to_bf16(golden.bf16_in(bits)) & 0xBFFF
-        bits[rng.random(count) < 0.3] ^= 0x0080
-    else:                           # ties, -0/+0 and a NaN or two
-        bits[rng.random(count) < 0.3] = bits[0]
-        bits[rng.random(count) < 0.1] = rng.choice([0x0000, 0x8000, 0x7FC1])
-    vectors = -(-count // LANES)
-    padded = np.zeros(vectors * LANES, np.uint16)
+D = golden.SUM_INTERLEAVE
+
+
+def run_reduction(op, bits, lanes, rng, gaps=0.3):
+    """Feed ``bits`` to a LaneEngine(lanes) as one reduction (random input gaps, the last
+    vector padded with random bits the engine must ignore); return its output vectors."""
+    count = len(bits)
+    vectors = -(-count // lanes)
+    padded = rng.integers(0, 1 << 16, vectors * lanes).astype(np.uint16)
     padded[:count] = bits
-    dut = LaneEngine(LANES)
+    dut = LaneEngine(lanes)
     result = []
 
     async def bench(ctx):
@@ -81,10 +78,10 @@ def test_reductions(op, count):
         await ctx.tick()
         sent = 0
         ctx.set(dut.o.ready, 1)
-        for _ in range(40 * vectors + 100):
+        for _ in range(3 * vectors + 40 * (lanes.bit_length() + D) + 100):
             if sent < vectors:
-                ctx.set(dut.x.payload, [int(v) for v in padded[sent * LANES:(sent + 1) * LANES]])
-            ctx.set(dut.x.valid, sent < vectors and rng.random() < 0.7)
+                ctx.set(dut.x.payload, [int(v) for v in padded[sent * lanes:(sent + 1) * lanes]])
+            ctx.set(dut.x.valid, sent < vectors and rng.random() >= gaps)
             took = ctx.get(dut.x.valid) and ctx.get(dut.x.ready)
             if ctx.get(dut.o.valid):
                 result.append([int(v) for v in ctx.get(dut.o.payload)])
@@ -95,8 +92,78 @@ def test_reductions(op, count):
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
     sim.run()
+    return result
+
+
+def sum_operands(rng, count):
+    """bf16 values, half of them 2**8..2**14 times a normal value, half 2**-6..1 times
+    one, random signs: the binary32 partial sums round (so the order shows) and a lost
+    vector changes the sum (test_sum_order_is_visible)."""
+    big = rng.random(count) < 0.5
+    scale = np.where(big, 2.0 ** rng.integers(8, 15, count), 2.0 ** rng.integers(-6, 1, count))
+    return float_to_bf16_rne(rng.standard_normal(count) * scale)
+
+
+@pytest.mark.parametrize("count", [1, LANES - 1, 3 * LANES, 5 * LANES + 3])
+@pytest.mark.parametrize("op", [VaOpcode.SUM, VaOpcode.MAX], ids=lambda op: op.name)
+def test_reductions(op, count):
+    rng = np.random.default_rng(count * 100 + int(op))
+    if op == VaOpcode.SUM:
+        bits = sum_operands(rng, count)
+    else:                           # ties, -0/+0 and a NaN or two
+        bits = rng.integers(0, 1 << 16, count).astype(np.uint16)
+        bits[rng.random(count) < 0.3] = bits[0]
+        bits[rng.random(count) < 0.1] = rng.choice([0x0000, 0x8000, 0x7FC1])
+    result = run_reduction(op, bits, LANES, rng)
     assert len(result) == 1
     if op == VaOpcode.SUM:
         assert result[0][0] | result[0][1] << 16 == golden.sum_bf16(bits, LANES)
     else:
         assert result[0][0] == golden.max_bf16(bits)
+
+
+SUM_CASES = [(4, 1, 0), (4, D - 1, 3), (4, D, 0), (4, D + 1, 0), (4, D + 1, 1), (4, 2 * D, 2),
+             (8, D, 5), (8, 37, 0), (8, 300, 7), (16, 3 * D + 2, 9)]
+
+
+def sum_case(lanes, vectors, tail):
+    """The operands of a SUM of ``vectors`` vectors, the last one ``tail`` elements long
+    (0: full)."""
+    rng = np.random.default_rng(1000 * lanes + 10 * vectors + tail)
+    return sum_operands(rng, (vectors - 1) * lanes + (tail or lanes)), rng
+
+
+@pytest.mark.parametrize("lanes, vectors, tail", SUM_CASES)
+def test_sum_interleave(lanes, vectors, tail):
+    """SUM at counts around the interleave (fewer than D vectors, exactly D, D + 1, a
+    partial last vector) and long runs, with and without input gaps, bit for bit against
+    golden.va.sum_bf16 (D = SUM_INTERLEAVE partials a lane)."""
+    bits, rng = sum_case(lanes, vectors, tail)
+    expect = golden.sum_bf16(bits, lanes)
+    for gaps in (0.0, 0.4):
+        result = run_reduction(VaOpcode.SUM, bits, lanes, rng, gaps)
+        assert len(result) == 1
+        assert result[0][0] | result[0][1] << 16 == expect, f"gaps {gaps}"
+
+
+@pytest.mark.parametrize("lanes, vectors, tail", SUM_CASES)
+def test_sum_drop_is_visible(lanes, vectors, tail):
+    """test_sum_interleave's operands can fail it: leaving out any one vector (what a
+    partial read before its last write would do) changes the sum."""
+    bits, _ = sum_case(lanes, vectors, tail)
+    expect = golden.sum_bf16(bits, lanes)
+    for v in range(vectors):
+        without = bits.copy()
+        without[v * lanes:(v + 1) * lanes] = 0
+        assert golden.sum_bf16(without, lanes) != expect, f"vector {v}"
+
+
+def test_sum_order_is_visible():
+    """Some long case of test_sum_interleave tells each other order apart (sum_bf16(x, L)
+    keeps D·L partials, so L/D, L/2 and 2L stand for one partial a lane, half and twice
+    the interleave)."""
+    long_cases = [sum_case(*case)[0] for case in SUM_CASES if case[1] > 4 * D]
+    lanes_of = [case[0] for case in SUM_CASES if case[1] > 4 * D]
+    for other in (lambda lanes: lanes // D, lambda lanes: lanes // 2, lambda lanes: 2 * lanes):
+        assert any(golden.sum_bf16(bits, other(lanes)) != golden.sum_bf16(bits, lanes)
+                   for bits, lanes in zip(long_cases, lanes_of, strict=True))

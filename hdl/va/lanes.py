@@ -2,16 +2,22 @@
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
+from golden.va import SUM_INTERLEAVE
 from hdl.codes import VaOpcode
 from hdl.ma.fp import bf16_mul, f32_add_pipelined
 
 __all__ = ["LaneEngine", "f32_to_bf16", "order_key"]
 
 _F32_MINUS_ZERO = 0x80000000
-_SUM_LOOP = 6       # registers around SUM's loop: the deep adder's five, then the sum
+# SUM's loop: the partial sums' read register, the deep adder's five, the partial memory.
+_SUM_LOOP = 7
+# A lane starts a vector every cycle if a partial is read again at the earliest
+# SUM_INTERLEAVE cycles after it was read, i.e. after its new value is written.
+assert _SUM_LOOP <= SUM_INTERLEAVE and SUM_INTERLEAVE & (SUM_INTERLEAVE - 1) == 0
 
 
 def f32_to_bf16(value):
@@ -45,13 +51,20 @@ class LaneEngine(wiring.Component):
     ADD and MUL.
 
     Reductions (golden.va.sum_bf16, max_bf16): lane j takes elements j, j+L, ... (lanes
-    past ``count`` in the last vector take nothing); after the last vector the lanes are
-    combined pairwise, one tree level at a time (lane i ← lanes 2i, 2i+1), with the same
-    adders. SUM's loop (sum → adder → sum) is six registers long, so a SUM takes a
-    vector (or a tree level) every sixth cycle; each lane's sum is still formed in
-    element order with the same roundings. One output vector follows: the binary32 sum in
-    lanes 0-1, or the bf16 maximum in lane 0 (by value, -0 == +0, NaN lowest, ties to the
-    lowest index).
+    past ``count`` in the last vector take nothing). MAX keeps one best value per lane
+    and combines the lanes pairwise after the last vector, a tree level a cycle (lane i ←
+    lanes 2i, 2i+1). SUM takes a vector every cycle: each lane keeps D =
+    ``SUM_INTERLEAVE`` (8) binary32 partial sums in a small memory, and vector v adds to
+    partial v mod D (read, registered, the five-register adder, written back: a loop of
+    seven cycles, so the partial is ready when vector v + D comes). The first D vectors
+    add to +0 instead of the memory (which is not reset); after a SUM of fewer than D
+    vectors, steps without a vector (adding -0, which changes nothing) write +0 into the
+    rest. Then, with the same adders, one address a cycle: log2(L) lane levels (lane i ←
+    lanes 2i, 2i+1, for each of the D partials), then log2(D) levels in lane 0 (partial a
+    ← partials 2a, 2a+1, through a second read port); a level that reads what the one
+    before wrote at other addresses waits for its last write. One output vector follows:
+    the binary32 sum in lanes 0-1, or the bf16 maximum in lane 0 (by value, -0 == +0, NaN
+    lowest, ties to the lowest index).
 
     ``op``, ``scalar`` and ``count`` must hold still from one cycle before the first
     vector until the result is out (the core latches them at START and resets the engine).
@@ -91,32 +104,80 @@ class LaneEngine(wiring.Component):
         free = Signal(range(self.FIFO_DEPTH + 1), init=self.FIFO_DEPTH)
         have = self.x.valid & (self.y.valid | ~two)
 
-        # Reduction state: per lane a binary32 sum, or the best (key, value, index).
-        acc = Signal(data.ArrayLayout(32, lanes))
+        # Reduction state: SUM's partials (memories, below); MAX's best (key, value, index).
         best = Signal(data.ArrayLayout(data.StructLayout(
             {"have": 1, "key": range(-1, 0x10000), "value": 16, "index": range(65536)}), lanes))
+        depth = SUM_INTERLEAVE
+        lane_levels, levels = exact_log2(lanes), exact_log2(lanes) + exact_log2(depth)
         seen = Signal(range(65536 + lanes + 1))
-        level = Signal(range(exact_log2(lanes) + 1))
+        level = Signal(range(levels + 1))
         phase = Signal(range(4))          # 0 accumulate, 1 combine, 2 emit, 3 done
-        wait = Signal(range(_SUM_LOOP))   # SUM: cycles until the sums are written
+        wait = Signal(range(_SUM_LOOP + 1))   # SUM: cycles until the partials are written
         idle = wait == 0
-        accumulating = reduce & (phase == 0) & idle
-        combine = reduce & (phase == 1) & idle
+        rest = Signal()                   # every vector taken
+        vec = Signal(range(depth))        # SUM: the partial of the next step (v mod D)
+        first = Signal(init=1)            # SUM: the first D steps (partials from +0)
+        addr = Signal(range(depth))       # SUM: the address of the next combine step
+        accumulating = reduce & (phase == 0) & ~rest
         take = Signal()
         m.d.comb += take.eq(Mux(reduce, accumulating & self.x.valid, have & (free != 0)))
         m.d.comb += [self.x.ready.eq(take), self.y.ready.eq(take & two)]
         reduce_take = take & reduce
+        last_vector = seen + lanes >= self.count
+
+        # SUM: a step adds a vector (or nothing, after the last one while the first D
+        # steps are not done) to partial ``vec``; a combine step reads address ``addr``.
+        partial = level >= lane_levels
+        step = (reduce_take | (reduce & (phase == 0) & rest)) & is_sum
+        issue = is_sum & (phase == 1) & idle
+        level_last = Signal(range(depth))     # the last address of this level
+        with m.Switch(level):
+            for lv in range(levels):
+                with m.Case(lv):
+                    m.d.comb += level_last.eq((depth if lv < lane_levels
+                                               else depth >> (lv - lane_levels + 1)) - 1)
         with m.If(~idle):
             m.d.sync += wait.eq(wait - 1)
-        with m.Elif(is_sum & (reduce_take | combine)):
-            m.d.sync += wait.eq(_SUM_LOOP - 1)
+        with m.If(step):
+            m.d.sync += vec.eq((vec + 1)[:len(vec)])     # v mod D: wraps at D
+            with m.If(vec == depth - 1):
+                m.d.sync += first.eq(0)
+            with m.If(last_vector & (~first | (vec == depth - 1))):
+                m.d.sync += [phase.eq(1), level.eq(0), addr.eq(0), wait.eq(_SUM_LOOP - 1)]
+        with m.If(issue):
+            m.d.sync += addr.eq(addr + 1)
+            with m.If(addr == level_last):
+                m.d.sync += [addr.eq(0), level.eq(level + 1)]
+                with m.If(level == levels - 1):
+                    m.d.sync += [phase.eq(2), wait.eq(_SUM_LOOP)]
+                with m.Elif(level + 1 >= lane_levels):
+                    m.d.sync += wait.eq(_SUM_LOOP - 1)
+                # between two lane levels no wait: each reads an address D >= _SUM_LOOP
+                # cycles after the level before read (and so wrote) it.
 
-        # The adder's operands: SUM's running sums and x (accumulating), pairs of sums
-        # (combining), or the elementwise operands (selects registered: phase changes at
-        # least _SUM_LOOP cycles before the next SUM step).
-        use_acc, use_pair = Signal(), Signal()
+        # The partials: one read port for every lane (address ``raddr``), a second one at
+        # 2a + 1 for lane 0's last levels (there a < D/2); read data one cycle later.
+        raddr = Signal(range(depth))
+        m.d.comb += raddr.eq(Mux(phase == 1, Mux(partial, Cat(0, addr[:-1]), addr),
+                                 Mux(phase == 0, vec, 0)))
+        rd, wp = [], []
+        for lane in range(lanes):
+            m.submodules[f"part{lane}"] = mem = Memory(shape=32, depth=depth, init=[])
+            port = mem.read_port()
+            m.d.comb += port.addr.eq(raddr)
+            rd.append(port.data)
+            wp.append(mem.write_port())
+            if lane == 0:
+                port_b = mem.read_port()
+                m.d.comb += port_b.addr.eq(Cat(1, addr[:-1]))
+        # The adder's operands (selects registered, like the read data): a step adds x
+        # (or -0) to the partial (+0 in the first D steps), a combine step a pair.
+        use_acc, use_pair, first_d, partial_d = Signal(), Signal(), Signal(), Signal()
         m.d.sync += [use_acc.eq((op == VaOpcode.SUM) & (phase != 1)),
-                     use_pair.eq((op == VaOpcode.SUM) & (phase == 1))]
+                     use_pair.eq((op == VaOpcode.SUM) & (phase == 1)),
+                     first_d.eq(first), partial_d.eq(partial)]
+        waddr = Signal(range(depth))
+        m.d.sync += waddr.eq(Mux(phase == 1, addr, vec))
         valid0, valid1 = Signal(), Signal()
         m.d.sync += [valid0.eq(take & ~reduce), valid1.eq(valid0)]
         result = Signal(data.ArrayLayout(16, lanes))
@@ -133,20 +194,28 @@ class LaneEngine(wiring.Component):
             op_a, op_b = Signal(32, name=f"opa{lane}"), Signal(32, name=f"opb{lane}")
             m.d.sync += [op_a.eq(Mux(is_add, Cat(Const(0, 16), a0), product)),
                          op_b.eq(Mux(is_add, Cat(Const(0, 16), b0), _F32_MINUS_ZERO))]
-            pair = (acc[2 * lane], acc[2 * lane + 1]) if 2 * lane + 1 < lanes else (0, 0)
-            add_a = Mux(use_pair, pair[0], Mux(use_acc, acc[lane], op_a))
-            add_b = Mux(use_pair, pair[1], Mux(use_acc, Cat(Const(0, 16), a), op_b))
             in_range = seen + lane < self.count
-            writes = (reduce_take & in_range) | (combine & (2 * lane + 1 < lanes))
+            adds_x = Signal(name=f"adds_x{lane}")       # a step of a vector, lane in range
+            m.d.sync += adds_x.eq(reduce_take & in_range)
+            pair_b = rd[2 * lane + 1] if 2 * lane + 1 < lanes else 0
             if lane == 0:
-                total, carried = f32_add_pipelined(m, add_a, add_b, name=f"add{lane}",
-                                                   carry={"w": writes, "v": valid1}, deep=True)
-                raw_valid_in = carried["v"]
+                pair_b = Mux(partial_d, port_b.data, pair_b)
+            pair = (rd[2 * lane] if 2 * lane < lanes else 0, pair_b)
+            add_a = Mux(use_pair, pair[0], Mux(use_acc, Mux(first_d, 0, rd[lane]), op_a))
+            add_b = Mux(use_pair, pair[1],
+                        Mux(use_acc, Mux(adds_x, Cat(Const(0, 16), a0), _F32_MINUS_ZERO), op_b))
+            active = (2 * lane + 1 < lanes) & ~partial if lane else Const(1)
+            writes = Signal(name=f"writes{lane}")
+            m.d.sync += writes.eq(step | (issue & active))
+            if lane == 0:
+                total, carried = f32_add_pipelined(m, add_a, add_b, name=f"add{lane}", deep=True,
+                                                   carry={"w": writes, "v": valid1, "a": waddr})
+                raw_valid_in, write_addr = carried["v"], carried["a"]
             else:
                 total, carried = f32_add_pipelined(m, add_a, add_b, name=f"add{lane}",
                                                    carry={"w": writes}, deep=True)
-            with m.If(carried["w"] & is_sum):
-                m.d.sync += acc[lane].eq(total)
+            m.d.comb += [wp[lane].addr.eq(write_addr), wp[lane].data.eq(total),
+                         wp[lane].en.eq(carried["w"] & is_sum)]
             raw = Signal(32, name=f"raw{lane}")
             m.d.sync += raw.eq(total)
             m.d.comb += result[lane].eq(f32_to_bf16(raw))
@@ -161,14 +230,14 @@ class LaneEngine(wiring.Component):
                 left, right = best[2 * lane], best[2 * lane + 1]
                 right_wins = right.have & (~left.have | (right.key > left.key)
                                            | ((right.key == left.key) & (right.index < left.index)))
-                with m.If(combine):
+                with m.If(is_max & (phase == 1)):
                     m.d.sync += mine.eq(Mux(right_wins, right, left))
         m.d.sync += raw_valid.eq(raw_valid_in)
 
         emit = reduce & (phase == 2) & idle
         m.d.comb += [out_fifo.w_en.eq(raw_valid | emit),
-                     out_fifo.w_data.eq(Mux(emit, Cat(Mux(is_sum, acc[0][:16], best[0].value),
-                                                      Mux(is_sum, acc[0][16:], 0)), result))]
+                     out_fifo.w_data.eq(Mux(emit, Cat(Mux(is_sum, rd[0][:16], best[0].value),
+                                                      Mux(is_sum, rd[0][16:], 0)), result))]
         # free: - a vector taken, + a vector read out
         read = self.o.valid & self.o.ready
         with m.If((take & ~reduce) & ~read):
@@ -178,11 +247,14 @@ class LaneEngine(wiring.Component):
 
         with m.If(reduce_take):
             m.d.sync += seen.eq(seen + lanes)
-            with m.If(seen + lanes >= self.count):
-                m.d.sync += [phase.eq(1), level.eq(0)]
-        with m.If(combine):
+            with m.If(last_vector):
+                m.d.sync += rest.eq(1)
+        # MAX: the lane tree right after the last vector, a level a cycle.
+        with m.If(is_max & reduce_take & last_vector):
+            m.d.sync += [phase.eq(2 if lane_levels == 0 else 1), level.eq(0)]
+        with m.If(is_max & (phase == 1)):
             m.d.sync += level.eq(level + 1)
-            with m.If(level == exact_log2(lanes) - 1):
+            with m.If(level == lane_levels - 1):
                 m.d.sync += phase.eq(2)
         with m.If(emit):
             m.d.sync += phase.eq(3)

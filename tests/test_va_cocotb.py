@@ -80,7 +80,7 @@ def test_va_narrow(simulator, test):
 
 @pytest.mark.cocotb
 def test_va_performance():
-    """Throughput of SCALE, ADD, the strided gather, SOFTMAX and RMSNORM against their
+    """Throughput of SCALE, ADD, the strided gather, SOFTMAX, RMSNORM and SUM against their
     bus limits (``tests/va_tb.py::performance``): Verilator only, its runs of 10 000 to
     40 000 cycles would take minutes on Icarus."""
     run_cocotb("verilator", va_verilog(PERF_L), TOPLEVEL, TESTBENCH,

@@ -12,7 +12,7 @@ import os
 import cocotb
 import numpy as np
 
-from golden.va import VaCommand
+from golden.va import SUM_INTERLEAVE, VaCommand
 from hdl.codes import ErrorCode, VaOpcode
 from hdl.va.core import RTL_OPCODES
 from sim.ma_driver import ErrorRange
@@ -72,6 +72,13 @@ async def elementwise_lengths(dut):
             cmd = elementwise(bench, rng, op, n)
             bench.place(cmd.src, np.array([rng.choice(pool) for _ in range(n)], np.uint16))
             await bench.check(cmd)
+    # SUM of finite values around its interleave: one element short of D vectors, D
+    # vectors, one element more, and many.
+    d = SUM_INTERLEAVE
+    for n in (d * L - 1, d * L, d * L + 1, rng.randrange(4 * d * L, 8 * d * L)):
+        cmd = elementwise(bench, rng, VaOpcode.SUM, n)
+        bench.place(cmd.src, bf16_values(rng, n))
+        await bench.check(cmd)
 
 
 @cocotb.test()
@@ -240,6 +247,9 @@ async def start_while_busy(dut):
     assert not status["START_DROPPED"], f"STATUS {status}"
 
 
+SUM_GOAL = {65536: 0.9, 1024: 0.5}     # SUM: share of the bus limit to reach, by length
+
+
 @cocotb.test()
 async def performance(dut):
     """Throughput against the bus limit (memory latency 20 cycles, 128-bit bus), checked
@@ -247,7 +257,9 @@ async def performance(dut):
     (limits: 8, 8 and 4 elements a cycle, as ADD reads two operands), a gather of 2048 four-byte
     elements at a 2048-byte stride (limit: one read, so one element, a cycle). Goals:
     >= 90 % of the limit for the streaming ops, >= 0.9 elements a cycle for the gather.
-    Verilator only (the runs are 10 000 to 40 000 cycles)."""
+    SUM of 65 536 and of 1024 bf16 (limit 8 a cycle; goals in SUM_GOAL: the short one
+    pays the memory latency and the tree once). Verilator only (the runs are 10 000 to
+    40 000 cycles)."""
     bench, rng = await new_bench(dut, window=(0x7F00_0000_0000, 1 << 24))
     n = 65536
     for op, limit in ((VaOpcode.SILU, BUS // 2), (VaOpcode.SCALE, BUS // 2),
@@ -274,6 +286,16 @@ async def performance(dut):
         print(f"VA perf: {op.name} n={n}: {outcome.cycles} cycles; bus-limited minimum of "
               f"its {reads} operand reads: {floor} cycles ({100 * floor / outcome.cycles:.1f} %)")
         assert outcome.cycles <= floor / 0.8, f"{op.name}: {outcome.cycles} cycles"
+    # SUM reads one operand (limit: 8 elements a cycle) and writes one word; a long and a
+    # short run (the short one shows the fixed cost: memory latency, the lane tree).
+    limit, cycles = BUS // 2, {}
+    for n in SUM_GOAL:
+        cycles[n] = (await bench.check(elementwise(bench, rng, VaOpcode.SUM, n,
+                                                   aligned=True))).cycles
+        print(f"VA perf: SUM n={n}: {cycles[n]} cycles, {n / cycles[n]:.3f} elements/cycle, "
+              f"{100 * n / cycles[n] / limit:.1f} % of the bus limit ({limit}/cycle)")
+    for n, goal in SUM_GOAL.items():
+        assert n / cycles[n] >= goal * limit, f"SUM n={n}: {cycles[n]} cycles"
 
 
 @cocotb.test()

@@ -268,6 +268,22 @@ def f32_mul(m, a, b, name, cut=None):
     return out
 
 
+def _special_or(m, special, core, value2, value3, name):
+    """A unary function's binary32 result: ``core``, or for a special operand the value
+    its ``special`` code names (1 the canonical NaN, 2 ``value2``, 3 ``value3``)."""
+    out = Signal(32, name=name)
+    with m.Switch(special):
+        with m.Case(1):
+            m.d.comb += out.eq(F32_CANONICAL_NAN)
+        with m.Case(2):
+            m.d.comb += out.eq(value2)
+        with m.Case(3):
+            m.d.comb += out.eq(value3)
+        with m.Default():
+            m.d.comb += out.eq(core)
+    return out
+
+
 def exp_f32(m, x, bias, name, cut=None):
     """e**x · 2**bias for binary32 ``x`` (``bias`` a small signed value)."""
     cut = no_cut(m, cut)
@@ -315,17 +331,8 @@ def exp_f32(m, x, bias, name, cut=None):
     token = cut.keep(sign=s["sign"], special=s["special"], bias=s["bias"])
     core = normalize_trunc(m, s["mant"], 33, s["scale"], 0, f"{name}_norm", cut)
     s = cut.take(token)
-    out = Signal(32, name=name)
-    with m.Switch(s["special"]):
-        with m.Case(1):
-            m.d.comb += out.eq(F32_CANONICAL_NAN)
-        with m.Case(2):
-            m.d.comb += out.eq(Mux(s["sign"], 0, 0x7F800000))
-        with m.Case(3):
-            m.d.comb += out.eq(F32_ONE + (s["bias"] << 23))
-        with m.Default():
-            m.d.comb += out.eq(core)
-    return out
+    return _special_or(m, s["special"], core, Mux(s["sign"], 0, 0x7F800000),
+                       F32_ONE + (s["bias"] << 23), name)
 
 
 def recip_f32(m, x, name, cut=None):
@@ -360,17 +367,8 @@ def recip_f32(m, x, name, cut=None):
     token = cut.keep(special=s["special"], sign=s["sign"])
     core = normalize_trunc(m, y1, 32, s["scale"], s["sign"], f"{name}_norm", cut)
     s = cut.take(token)
-    out = Signal(32, name=name)
-    with m.Switch(s["special"]):
-        with m.Case(1):
-            m.d.comb += out.eq(F32_CANONICAL_NAN)
-        with m.Case(2):
-            m.d.comb += out.eq(Cat(Const(0, 31), s["sign"]))
-        with m.Case(3):
-            m.d.comb += out.eq(Cat(Const(0, 23), Const(0xFF, 8), s["sign"]))
-        with m.Default():
-            m.d.comb += out.eq(core)
-    return out
+    return _special_or(m, s["special"], core, Cat(Const(0, 31), s["sign"]),
+                       Cat(Const(0, 23), Const(0xFF, 8), s["sign"]), name)
 
 
 def rsqrt_f32(m, x, name, cut=None):
@@ -413,17 +411,8 @@ def rsqrt_f32(m, x, name, cut=None):
     token = cut.keep(special=s["special"], sign=s["sign"])
     core = normalize_trunc(m, y1, 33, s["scale"], 0, f"{name}_norm", cut)
     s = cut.take(token)
-    out = Signal(32, name=name)
-    with m.Switch(s["special"]):
-        with m.Case(1):
-            m.d.comb += out.eq(F32_CANONICAL_NAN)
-        with m.Case(2):
-            m.d.comb += out.eq(0)
-        with m.Case(3):
-            m.d.comb += out.eq(Cat(Const(0, 23), Const(0xFF, 8), s["sign"]))
-        with m.Default():
-            m.d.comb += out.eq(core)
-    return out
+    return _special_or(m, s["special"], core, 0,
+                       Cat(Const(0, 23), Const(0xFF, 8), s["sign"]), name)
 
 
 def int32_to_f32(m, v, name, cut=None):

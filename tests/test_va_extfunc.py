@@ -14,7 +14,7 @@ from golden import va as golden
 from hdl.codes import VaOpcode
 from hdl.va import extfunc
 
-from .test_va_functions import check, inputs
+from .test_va_functions import check, inputs, stream_words, unpack
 
 
 def positive_normals(seed):
@@ -49,34 +49,15 @@ def run_unit(op, scalar, words16, data_width=64):
     """Push bf16 elements through ExtUnit (output stalls now and then); the results."""
     lanes = data_width // 16
     dut = extfunc.ExtUnit(data_width)
-    words = words16.reshape(-1, lanes)
-    out = []
 
-    async def bench(ctx):
+    def setup(ctx):
         ctx.set(dut.op, op)
         ctx.set(dut.scalar, scalar)
-        sent = 0
-        cycle = 0
-        while len(out) < len(words):
-            ctx.set(dut.o.ready, cycle % 5 != 3)
-            if sent < len(words):
-                ctx.set(dut.i.valid, 1)
-                ctx.set(dut.i.payload, sum(int(v) << (16 * k) for k, v in enumerate(words[sent])))
-            else:
-                ctx.set(dut.i.valid, 0)
-            await ctx.delay(1e-9)
-            took = sent < len(words) and ctx.get(dut.i.ready)
-            if ctx.get(dut.o.valid) and ctx.get(dut.o.ready):
-                w = ctx.get(dut.o.payload)
-                out.append([(w >> (16 * k)) & 0xFFFF for k in range(lanes)])
-            await ctx.tick()
-            sent += bool(took)
-            cycle += 1
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
+    out = stream_words(dut, words16.reshape(-1, lanes), setup,
+                       put=lambda ctx, word: ctx.set(dut.i.payload, word),
+                       take=lambda ctx: unpack(ctx.get(dut.o.payload), lanes),
+                       stall=lambda cycle: cycle % 5 == 3)
     return np.array(out, np.uint16).ravel()
 
 

@@ -172,28 +172,26 @@ def test_pipelined_helpers(lut_products):
         check("exp_f32 pipelined", got, golden.exp_f32(a, bias), a)
 
 
-def run_unary(op, words16, data_width=64):
-    """Push bf16 elements through UnaryUnit (output stalls now and then); the bf16 results
-    and each element's binary32 exp (``o.payload.e``)."""
-    lanes = data_width // 16
-    dut = functions.UnaryUnit(data_width)
-    words = words16.reshape(-1, lanes)
-    out, exps = [], []
+def stream_words(dut, words, setup, put, take, gap=lambda cycle: False,
+                 stall=lambda cycle: False):
+    """Simulate a unit with ``i``/``o`` streams: ``setup(ctx)``, then each row of 16-bit
+    elements in ``words``, packed into an integer, offered through ``put(ctx, packed)``
+    (no offer on cycles where ``gap``), the output not ready on cycles where ``stall``;
+    returns ``take(ctx)`` of every output taken, in order."""
+    out = []
 
     async def bench(ctx):
-        ctx.set(dut.op, op)
+        setup(ctx)
         sent = 0
         cycle = 0
         while len(out) < len(words):
-            ctx.set(dut.o.ready, cycle % 7 not in (3, 4))
-            ctx.set(dut.i.valid, sent < len(words) and cycle % 5 != 2)
+            ctx.set(dut.o.ready, not stall(cycle))
+            ctx.set(dut.i.valid, sent < len(words) and not gap(cycle))
             if sent < len(words):
-                ctx.set(dut.i.payload.x, sum(int(v) << (16 * k) for k, v in enumerate(words[sent])))
+                put(ctx, sum(int(v) << (16 * k) for k, v in enumerate(words[sent])))
             took = ctx.get(dut.i.valid) and ctx.get(dut.i.ready)
             if ctx.get(dut.o.valid) and ctx.get(dut.o.ready):
-                w = ctx.get(dut.o.payload.word)
-                out.append([(w >> (16 * k)) & 0xFFFF for k in range(lanes)])
-                exps.append([int(v) for v in ctx.get(dut.o.payload.e)])
+                out.append(take(ctx))
             await ctx.tick()
             sent += bool(took)
             cycle += 1
@@ -202,7 +200,28 @@ def run_unary(op, words16, data_width=64):
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
     sim.run()
-    return np.array(out, np.uint16).ravel(), np.array(exps, np.uint32).ravel()
+    return out
+
+
+def unpack(word, lanes):
+    """The 16-bit elements of a ``lanes``-element word, lowest first."""
+    return [(word >> (16 * k)) & 0xFFFF for k in range(lanes)]
+
+
+def run_unary(op, words16, data_width=64):
+    """Push bf16 elements through UnaryUnit (input gaps and output stalls now and then);
+    the bf16 results and each element's binary32 exp (``o.payload.e``)."""
+    lanes = data_width // 16
+    dut = functions.UnaryUnit(data_width)
+    out = stream_words(
+        dut, words16.reshape(-1, lanes),
+        setup=lambda ctx: ctx.set(dut.op, op),
+        put=lambda ctx, word: ctx.set(dut.i.payload.x, word),
+        take=lambda ctx: (unpack(ctx.get(dut.o.payload.word), lanes),
+                          [int(v) for v in ctx.get(dut.o.payload.e)]),
+        gap=lambda cycle: cycle % 5 == 2, stall=lambda cycle: cycle % 7 in (3, 4))
+    return (np.array([w for w, _ in out], np.uint16).ravel(),
+            np.array([e for _, e in out], np.uint32).ravel())
 
 
 @pytest.mark.parametrize("op", [VaOpcode.EXP, VaOpcode.SILU], ids=lambda o: o.name)

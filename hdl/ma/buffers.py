@@ -71,8 +71,12 @@ class OperandBuffers(wiring.Component):
         b_word_bytes = max(bb, 2 * p)                      # a B word holds ≥ P elements
         b_lanes = b_word_bytes // bb
         b_words = ROW_BYTES // b_word_bytes                # words per B row
+        # A is shallow (2·ROW_BYTES/B words) and wide (P bus words): left to yosys it
+        # becomes distributed RAM (P=8: 512 TRELLIS_DPR16X4, each taking three slices in
+        # nextpnr), where block RAM is to spare. Its read is registered anyway.
         m.submodules.a_mem = a_mem = Memory(shape=data.ArrayLayout(8 * bb, p),
-                                            depth=2 * a_words, init=[])
+                                            depth=2 * a_words, init=[],
+                                            attrs={"ram_style": "block"})
         m.submodules.b_mem = b_mem = Memory(shape=data.ArrayLayout(8 * bb, b_lanes),
                                             depth=MAX_DIM * b_words, init=[])
         a_wr, b_wr = a_mem.write_port(granularity=1), b_mem.write_port(granularity=1)

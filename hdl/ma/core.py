@@ -130,7 +130,8 @@ class MatrixCore(wiring.Component):
         m.submodules.issuer = issuer = TileIssuer(p, array.min_spacing)
         m.submodules.array = array
         m.submodules.results = results = ResultPath(p)
-        m.submodules.writer = writer = RowWriter(self.data_width, 4 * p)
+        # C rows start on 4-byte boundaries: C_ADDR and LDC are checked at START.
+        m.submodules.writer = writer = RowWriter(self.data_width, 4 * p, align=4)
 
         run, abort = Signal(), Signal()
         for unit in (walk, loads, issuer, results):

@@ -21,8 +21,8 @@ from hdl.codes import VaOpcode
 from hdl.ma.fp import F32_CANONICAL_NAN, f32_add, f32_add_pipelined
 from hdl.va.lanes import f32_to_bf16
 
-__all__ = ["Stages", "no_cut", "LUT_SLICE", "lut_product", "product", "f32_add_staged",
-           "credit_pipeline", "f32_mul",
+__all__ = ["Stages", "no_cut", "table_cut", "LUT_SLICE", "lut_product", "product",
+           "f32_add_staged", "credit_pipeline", "f32_mul",
            "exp_f32", "recip_f32", "rsqrt_f32", "int32_to_f32", "f32_to_int8",
            "normalize_trunc", "UnaryUnit"]
 
@@ -122,6 +122,15 @@ class Stages:
         while self.depth < branch.depth:
             mine = self(mine)
         return theirs, mine
+
+
+def table_cut(cut, values):
+    """``cut`` after table look-ups (``values`` holds their outputs): two registers. A ROM
+    of 256 or 512 words and the register after it become one ECP5 block RAM (DP16KD) with
+    its output register, whose clock-to-output (5.8 ns) leaves too little of a 10 ns
+    cycle for the MULT18X18D behind it (15.2 ns in UnaryUnit, tools/unit_timing.py); the
+    second register moves the values into flip-flops first."""
+    return cut(cut(values))
 
 
 def no_cut(m, cut):
@@ -349,8 +358,8 @@ def recip_f32(m, x, name, cut=None):
         m.d.comb += special.eq(2)
     with m.Elif(e == 0):
         m.d.comb += special.eq(3)
-    s = cut({"y0": y0, "frac": frac, "sign": sign, "special": special,
-             "scale": -FIX - (e - 127)})
+    s = table_cut(cut, {"y0": y0, "frac": frac, "sign": sign, "special": special,
+                        "scale": -FIX - (e - 127)})
     token = cut.keep(y0=s["y0"], one=s["frac"] == 0, sign=s["sign"], special=s["special"],
                      scale=s["scale"])
     p = product(m, Cat(s["frac"], 1), s["y0"], cut, f"{name}_p")
@@ -390,8 +399,8 @@ def rsqrt_f32(m, x, name, cut=None):
     m.d.comb += half_e.eq((e - 127 - odd).as_signed() >> 1)
     big_m = Signal(25, name=f"{name}_M")
     m.d.comb += big_m.eq(Cat(frac, 1) << odd)
-    s = cut({"y0": y0, "big_m": big_m, "one": (frac == 0) & ~odd, "sign": sign,
-             "special": special, "scale": -FIX - half_e})
+    s = table_cut(cut, {"y0": y0, "big_m": big_m, "one": (frac == 0) & ~odd, "sign": sign,
+                        "special": special, "scale": -FIX - half_e})
     token = cut.keep(y0=s["y0"], big_m=s["big_m"], one=s["one"], sign=s["sign"],
                      special=s["special"], scale=s["scale"])
     y2 = product(m, s["y0"], s["y0"], cut, f"{name}_y2")
@@ -602,25 +611,28 @@ class UnaryUnit(wiring.Component):
             arg = Mux(silu & ~v["low"], v["x"] ^ 0x80000000, v["x"])
             token = st.keep(**v)
             e = exp_f32(m, arg, Mux(v["low"], 64, 0), f"exp{lane}", st)
-            v = st({"e": e, **st.take(token)})
+            # The multipliers' operands are chosen before the register in front of them:
+            # the opcode's decode and a multiplexer in front of a MULT18X18D (and the
+            # small products in logic) took 14–15 ns (tools/unit_timing.py).
+            v = st({"e": e, "xe_b": Mux(rmsnorm, self.c, e), **st.take(token)})
             # Part 2: 1 + e; x·e (SILU's low branch) or x·c (RMSNORM).
-            token = st.keep(**v)
+            token = st.keep(x=v["x"], g=v["g"], low=v["low"], e=v["e"])
             branch = st.fork()
-            xe = f32_mul(m, v["x"], Mux(rmsnorm, self.c, v["e"]), f"xe{lane}", branch)
+            xe = f32_mul(m, v["x"], v["xe_b"], f"xe{lane}", branch)
             d = f32_add_staged(m, Const(F32_ONE, 32), v["e"], f"den{lane}", st)
             (xe,), (d,) = (v.values() for v in st.join(branch, {"xe": xe}, {"d": d}))
             v = st({"d": d, "xe": xe, **st.take(token)})
             # Part 3: the reciprocal of 1 + e.
             token = st.keep(x=v["x"], g=v["g"], e=v["e"], xe=v["xe"], low=v["low"])
             r = recip_f32(m, v["d"], f"rcp{lane}", st)
-            v = st({"r": r, **st.take(token)})
+            w = st.take(token)
+            v = st({"ya": Mux(softmax, w["e"], w["x"]), "yb": Mux(silu, r, self.c),
+                    "lb": Mux(rmsnorm, Cat(Const(0, 16), w["g"]), Const(F32_2M64, 32)), **w})
             # Part 4: the last products, rounding to bf16 (int8 for QUANTIZE).
             token = st.keep(x=v["x"], e=v["e"], low=v["low"])
             branch = st.fork()
-            y_low = f32_mul(m, v["xe"], Mux(rmsnorm, Cat(Const(0, 16), v["g"]),
-                                            Const(F32_2M64, 32)), f"ylow{lane}", branch)
-            y_high = f32_mul(m, Mux(softmax, v["e"], v["x"]), Mux(silu, v["r"], self.c),
-                             f"yhigh{lane}", st)
+            y_low = f32_mul(m, v["xe"], v["lb"], f"ylow{lane}", branch)
+            y_high = f32_mul(m, v["ya"], v["yb"], f"yhigh{lane}", st)
             (y_low,), (y_high,) = (v.values() for v in st.join(branch, {"y": y_low},
                                                                  {"y": y_high}))
             v = st({"y_low": y_low, "y_high": y_high, **st.take(token)})

@@ -4,7 +4,9 @@
   ``synth_xilinx -family xcup``) and counts LUTs, flip-flops, DSPs and block RAMs.
 * :func:`build_bitstream` wraps the block in the board harness (``hdl.board``), builds it
   for the ULX3S through amaranth-boards (yosys, nextpnr-ecp5, ecppack) and reads
-  nextpnr's report: Fmax against the clock constraint, and the resources used.
+  nextpnr's report: Fmax against the clock constraint, and the resources used. A design
+  that yosys maps to more than the FPGA holds is refused before nextpnr
+  (:func:`fit_problems`).
 
 The tools are WebAssembly programs: the first run of each compiles it (about 30 s per
 tool) into the YoWASP cache, ``~/.cache/YoWASP`` (``$XDG_CACHE_HOME/YoWASP``; the
@@ -14,7 +16,8 @@ directory they run in and below, so every path given to them is relative.
 Layout (``build/`` is ignored by git)::
 
     build/fpga/<block>-<params>-<target>/      one run: Verilog, scripts, logs, reports
-        synth.json / top.bit / report.json      products
+        synth_top.sh, place_top.sh              the build script, split for the fit check
+        stat.json, report.json, top.bit         yosys's cell counts, nextpnr's report, bitstream
         top.sdf                                 routed delays: ``python -m sim.timing_paths``
                                                 lists the worst path into each unit
 """
@@ -30,7 +33,8 @@ from pathlib import Path
 
 __all__ = ["BOARDS", "TARGETS", "FpgaToolError", "Resources", "BuildReport",
            "tool_environment", "synthesize", "check_synthesizable", "board_plan",
-           "build_bitstream", "run_dir", "board_clocks"]
+           "build_bitstream", "run_dir", "board_clocks", "fit_problems",
+           "split_build_script", "DEVICE_CAPACITY"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BUILD_ROOT = REPO_ROOT / "build" / "fpga"
@@ -74,6 +78,16 @@ TARGETS = {
 
 # board name → amaranth-boards platform (module, class)
 BOARDS = {"ulx3s-85f": ("amaranth_boards.ulx3s", "ULX3S_85F_Platform")}
+
+# What each board's FPGA holds, in yosys's ECP5 cells (the LFE5U-85F: 83 640 LUT4 slots,
+# nextpnr's TRELLIS_COMB; 156 MULT18X18D; 208 DP16KD).
+DEVICE_CAPACITY = {"ulx3s-85f": {"comb": 83_640, "MULT18X18D": 156, "DP16KD": 208}}
+
+# LUT4 slots a cell takes at least: a carry cell (CCU2C) two, a 16×4 distributed RAM
+# four (its write port goes to a TRELLIS_RAMW bel besides). Packing only adds to this
+# (the P=8 MA: 71 775 by this count, 78 009 TRELLIS_COMB packed; the L=32 VA: 118 511,
+# 126 535), so a design over the capacity by this count cannot be placed.
+COMB_SLOTS = {"LUT4": 1, "CCU2C": 2, "TRELLIS_DPR16X4": 4}
 
 
 class FpgaToolError(RuntimeError):
@@ -171,10 +185,7 @@ def synthesize(verilog, top, out_dir, target):
     (out_dir / "stat.json").unlink(missing_ok=True)
     env = tool_environment()
     _run([env["YOSYS"], "-q", "-s", "synth.ys"], out_dir, "synth.log")
-    stat = json.loads((out_dir / "stat.json").read_text())
-    design = stat.get("design") or stat["modules"][f"\\{top}"]
-    cells = design.get("num_cells_by_type", {})
-    return count_resources(cells, target)
+    return count_resources(_stat_cells(out_dir / "stat.json", top), target)
 
 
 def board_clocks(board):
@@ -213,6 +224,35 @@ def _platform(board):
     import importlib
     module, name = BOARDS[board]
     return getattr(importlib.import_module(module), name)()
+
+
+def fit_problems(cells, board):
+    """What a synthesized design (yosys cell counts, ``{"LUT4": n, ...}``) needs beyond
+    the board's FPGA, one line per resource; empty when it may fit."""
+    capacity = DEVICE_CAPACITY[board]
+    need = {"comb": sum(cells.get(cell, 0) * slots for cell, slots in COMB_SLOTS.items()),
+            "MULT18X18D": cells.get("MULT18X18D", 0), "DP16KD": cells.get("DP16KD", 0)}
+    names = {"comb": "LUT4 slots (LUT4 + 2·CCU2C + 4·TRELLIS_DPR16X4)"}
+    return [f"{need[kind]} {names.get(kind, kind)} of {capacity[kind]} "
+            f"({100 * need[kind] / capacity[kind]:.0f} %)"
+            for kind in capacity if need[kind] > capacity[kind]]
+
+
+def _stat_cells(path, top):
+    stat = json.loads(Path(path).read_text())
+    design = stat.get("design") or stat["modules"][f"\\{top}"]
+    return design.get("num_cells_by_type", {})
+
+
+def split_build_script(text):
+    """Amaranth's ``build_top.sh`` as two scripts: synthesis (everything up to the yosys
+    call) and the rest (nextpnr, ecppack), each with the settings before the yosys call."""
+    lines = text.splitlines(keepends=True)
+    at = next((i for i, line in enumerate(lines) if line.startswith('"$YOSYS"')), None)
+    if at is None:
+        raise FpgaToolError("the board build script has no yosys step: "
+                            "an Amaranth version this flow does not know?")
+    return "".join(lines[:at + 1]), "".join(lines[:at] + lines[at + 1:])
 
 
 def read_nextpnr_report(path, bitstream=""):
@@ -255,7 +295,8 @@ def board_plan(block_top, data_width, board="ulx3s-85f", *, freq_mhz=100,
         top, name="top", do_build=False,
         script_after_read=KEEP_REGISTERS,
         synth_opts="-run :map_luts",
-        script_after_synth="splitnets\nsynth_ecp5 -top top -run map_luts:",
+        script_after_synth=("splitnets\nsynth_ecp5 -top top -run map_luts:\n"
+                            "tee -q -o stat.json stat -json"),
         nextpnr_opts=(f"--report report.json --timing-allow-fail --seed {seed} "
                       f"--router {ROUTER} --sdf top.sdf"))
 
@@ -270,10 +311,20 @@ def build_bitstream(block_top, data_width, out_dir, board="ulx3s-85f", *, freq_m
                       seed=seed)
     env = tool_environment()
     plan.extract(str(out_dir))
-    script = "build_top.sh"
-    for stale in ("report.json", "top.bit"):
+    for stale in ("report.json", "top.bit", "stat.json"):
         (out_dir / stale).unlink(missing_ok=True)
-    _run(["sh", script], out_dir, "build.log", env=env)
+    # yosys, then a check that the design can fit (nextpnr would otherwise spend its
+    # placer's hours on a design it cannot place), then nextpnr and ecppack.
+    synth, place = split_build_script((out_dir / "build_top.sh").read_text())
+    (out_dir / "synth_top.sh").write_text(synth)
+    (out_dir / "place_top.sh").write_text(place)
+    _run(["sh", "synth_top.sh"], out_dir, "synth.log", env=env)
+    problems = fit_problems(_stat_cells(out_dir / "stat.json", "top"), board)
+    if problems:
+        raise FpgaToolError(f"the design does not fit the {board}'s FPGA: needs "
+                            + "; ".join(problems) + f" (yosys: {out_dir / 'stat.json'}; "
+                            "nextpnr not run)")
+    _run(["sh", "place_top.sh"], out_dir, "build.log", env=env)
     return read_nextpnr_report(out_dir / "report.json", out_dir / "top.bit")
 
 

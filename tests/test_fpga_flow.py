@@ -26,8 +26,13 @@ def test_synthesis_smoke(block, tmp_path):
     assert cells > 0
 
 
-def test_lpf_in_constraints_is_the_one_the_build_writes():
-    plan = fpga.board_plan(MaTop(p=2, data_width=64), 64, "ulx3s-85f")
+@pytest.fixture(scope="module")
+def plan():
+    """The board build's files (nothing run) of the smallest MA."""
+    return fpga.board_plan(MaTop(p=2, data_width=64), 64, "ulx3s-85f")
+
+
+def test_lpf_in_constraints_is_the_one_the_build_writes(plan):
     committed = (REPO / "constraints" / "ulx3s-85f.lpf").read_text()
     assert plan.files["top.lpf"] == committed, (
         "constraints/ulx3s-85f.lpf is stale: copy top.lpf of a `v4hw build` run over it")
@@ -52,3 +57,29 @@ def test_resource_counting_weights():
     cells = {"LUT6": 5, "LUT2": 1, "RAM64M8": 2, "RAM32M": 1, "FDRE": 3, "FDCE": 1,
              "RAMB18E2": 3, "RAMB36E2": 1}
     assert fpga.count_resources(cells, "xcup") == fpga.Resources(lut=26, ff=4, dsp=0, bram=2.5)
+
+
+def test_build_script_is_split_after_yosys_for_the_fit_check(plan):
+    synth, place = fpga.split_build_script(plan.files["build_top.sh"])
+    assert synth.rstrip().splitlines()[-1].startswith('"$YOSYS"')
+    assert '"$YOSYS"' not in place and '"$NEXTPNR_ECP5"' in place and '"$ECPPACK"' in place
+    assert "set -e" in synth and "set -e" in place
+    assert "stat -json" in plan.files["top.ys"]        # the counts the check reads
+    with pytest.raises(fpga.FpgaToolError):
+        fpga.split_build_script("#!/bin/sh\nset -e\n")
+
+
+def test_fit_check_refuses_what_the_ecp5_85_cannot_hold():
+    # yosys's cells of the L=32 VA (FN_LANES=2) of 2026-12-01: nextpnr packed 126 535
+    # TRELLIS_COMB of 83 640 and could not place it
+    va = {"LUT4": 89_715, "CCU2C": 12_496, "TRELLIS_DPR16X4": 951, "MULT18X18D": 141,
+          "DP16KD": 70, "TRELLIS_FF": 48_295}
+    problems = fpga.fit_problems(va, "ulx3s-85f")
+    assert len(problems) == 1 and problems[0].startswith("118511 LUT4 slots"), problems
+    assert "83640" in problems[0] and "(142 %)" in problems[0]
+    # the P=8 MA of 2d594bb: placed, 78 009 TRELLIS_COMB (93 %)
+    ma = {"LUT4": 53_537, "CCU2C": 6_957, "TRELLIS_DPR16X4": 1_081, "MULT18X18D": 64,
+          "DP16KD": 56}
+    assert fpga.fit_problems(ma, "ulx3s-85f") == []
+    over = fpga.fit_problems({"MULT18X18D": 157, "DP16KD": 209}, "ulx3s-85f")
+    assert [line.split()[1] for line in over] == ["MULT18X18D", "DP16KD"]

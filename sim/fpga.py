@@ -84,8 +84,8 @@ BOARDS = {"ulx3s-85f": ("amaranth_boards.ulx3s", "ULX3S_85F_Platform")}
 DEVICE_CAPACITY = {"ulx3s-85f": {"comb": 83_640, "MULT18X18D": 156, "DP16KD": 208}}
 
 # LUT4 slots a cell takes at least: a carry cell (CCU2C) two, a 16×4 distributed RAM
-# four (its write port goes to a TRELLIS_RAMW bel besides). Packing only adds to this
-# (the P=8 MA: 71 775 by this count, 78 009 TRELLIS_COMB packed; the L=32 VA: 118 511,
+# four (its write port goes to a TRELLIS_RAMW bel besides). Packing added to this in both
+# designs measured (the P=8 MA: 71 775 by this count, 78 009 TRELLIS_COMB packed; the L=32 VA: 118 511,
 # 126 535), so a design over the capacity by this count cannot be placed.
 COMB_SLOTS = {"LUT4": 1, "CCU2C": 2, "TRELLIS_DPR16X4": 4}
 

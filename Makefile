@@ -68,8 +68,12 @@ demo: setup
 bench-muon: setup
 	$(BIN)/v4hw bench muon
 
+# The regression runs on up to four cores (pytest-xdist): its simulations are single
+# threaded, and builds of one configuration are shared through a lock (sim/runner.py).
+TEST_JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 4 ] && n=4; echo $$n)
+
 test: setup
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist worksteal
 
 test-fast: setup
 	$(BIN)/python -m pytest -m "not cocotb"

@@ -99,11 +99,16 @@ def layout(rng, mode, m, k, n, *, base=0x40000, gap=True, min_pad=0):
     return dict(a_addr=a_addr, b_addr=b_addr, c_addr=c_addr, lda=lda, ldb=ldb, ldc=ldc)
 
 
+RANDOM_LIMIT = P + 3 if ICARUS else 20
+"""Largest M, K, N of a random command without a given shape (the one after every error
+case): still more than one tile of P rows and columns."""
+
+
 async def random_gemm(bench, rng, mode=None, shape=None, *, accumulate=None, wait=None,
                       base=0x40000, **kwargs):
     """One random command on the current TAT; returns the Outcome."""
     mode = rng.choice((INT8, BF16)) if mode is None else mode
-    m, k, n = shape or (rng.randint(1, 20), rng.randint(1, 20), rng.randint(1, 20))
+    m, k, n = shape or tuple(rng.randint(1, RANDOM_LIMIT) for _ in range(3))
     a, b = rand_operands(rng, mode, m, k, n)
     accumulate = rng.random() < 0.4 if accumulate is None else accumulate
     wait = rng.choice(("poll", "interrupt")) if wait is None else wait

@@ -14,7 +14,7 @@ from sim.cli import BLOCKS, main, verilog_text
 REPO = Path(__file__).resolve().parent.parent
 # The smallest parameters of each block keep the smoke at tens of seconds; a block not
 # listed is checked with its defaults.
-SMOKE_PARAMS = {"ma": {"P": 2, "DATA_WIDTH": 64},
+SMOKE_PARAMS = {"ma": {"P": 2, "DATA_WIDTH": 64}, "va": {"L": 8, "FN_LANES": 2},
                 "muon": {"ROWS": 2, "COLS": 2, "SLOTS": 1, "BE_DEPTH": 2}}
 
 

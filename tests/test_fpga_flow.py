@@ -83,3 +83,18 @@ def test_fit_check_refuses_what_the_ecp5_85_cannot_hold():
     assert fpga.fit_problems(ma, "ulx3s-85f") == []
     over = fpga.fit_problems({"MULT18X18D": 157, "DP16KD": 209}, "ulx3s-85f")
     assert [line.split()[1] for line in over] == ["MULT18X18D", "DP16KD"]
+
+
+def test_netlist_area_by_unit_and_by_signal():
+    from tools.netlist_area import unit_slots
+    cells = {
+        "harness.block.core.engine.opa7_LUT4_Z": {"type": "LUT4"},
+        "harness.block.core.engine.opa12[3]_CCU2C_S0": {"type": "CCU2C"},
+        "harness.block.core.engine.add3_s2_norm$abc$9": {"type": "LUT4"},
+        "harness.block.core.engine.add3_s2_norm_TRELLIS_FF_Q": {"type": "TRELLIS_FF"},
+        "harness.block.core.rows.pipe.x0_LUT4_Z": {"type": "LUT4"},
+        "harness.block.core.rows.top4_1_TRELLIS_DPR16X4": {"type": "TRELLIS_DPR16X4"},
+    }
+    assert unit_slots(cells) == {"harness.block.core.engine": 4, "harness.block.core.rows": 5}
+    assert unit_slots(cells, under="harness.block.core.engine") == {"opa#": 3, "add#_s#_norm": 1}
+    assert unit_slots(cells, under="harness.block.core.rows") == {"pipe": 1, "top#_#": 4}

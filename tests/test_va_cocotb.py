@@ -1,7 +1,11 @@
-"""cocotb regressions of the standalone VA top (``v4hw_va``, L=8, DATA_WIDTH=128).
+"""cocotb regressions of the standalone VA top (``v4hw_va``, L=8, DATA_WIDTH=128), and of
+the ULX3S-85F's configuration (L=32, FN_LANES=2).
 
-L=8 is the smallest L of a 128-bit bus (8 bf16 a beat): every data path is exercised and
-the build is a fraction of L=32's. The row commands (hdl/va/rows.py) do not depend on L.
+L=8 is the smallest L of a 128-bit bus (8 bf16 a beat): its lengths around L keep the
+runs short. L only sets the order of SUM's partial sums (the lane engine takes a bus word
+a cycle whatever L), so the L=32 build is as large as L=8's; the lane-engine test runs
+there too, where a beat is a quarter of a vector. The row commands (hdl/va/rows.py) do
+not depend on L.
 ``V4HW_VA_PERF_LANES=32`` runs the performance test at L=32 (the README's figures).
 
 Each cocotb test of ``tests/va_tb.py`` runs once per simulator (Icarus and Verilator);
@@ -35,10 +39,10 @@ TESTS = ["elementwise_lengths", "strided_moves", "backpressure", "large", "bad_c
 # cocotb selects a testcase by the end of its name: no name here may end with another.
 
 
-NARROW_FN_LANES = 2
-"""FN_LANES of the narrowed build (the ULX3S-85F's setting): each bus word goes through
-the function units in four pieces."""
-NARROW_TESTS = ["functions_exhaustive", "row_commands"]
+NARROW_L, NARROW_FN_LANES = 32, 2
+"""L and FN_LANES of the narrowed build (the ULX3S-85F's setting): each bus word goes
+through the function units in four pieces, and is a quarter of the lane engine's vector."""
+NARROW_TESTS = ["functions_exhaustive", "row_commands", "elementwise_lengths"]
 NARROW_EXT_TESTS = ["ext_lengths_and_bounds"]
 
 
@@ -70,16 +74,19 @@ def test_va(simulator, test):
                          ids=lambda t: t[1])
 @pytest.mark.parametrize("simulator", SIMULATORS)
 def test_va_narrow(simulator, test):
-    """The function commands at FN_LANES=2 (hdl/va/narrow.py: each bus word split into
-    four pieces for the function units, the results joined): EXP/SILU, every row command
-    (QUANTIZE's and DEQUANTIZE's packed half words, SOFTMAX's sum of the joined exp
-    values, both RoPE pairings) and the extension commands, bit for bit against the golden
-    model; the other tests do not depend on FN_LANES."""
+    """The board's configuration, L=32 and FN_LANES=2: the function commands
+    (hdl/va/narrow.py: each bus word split into four pieces for the function units, the
+    results joined): EXP/SILU, every row command (QUANTIZE's and DEQUANTIZE's packed half
+    words, SOFTMAX's sum of the joined exp values, both RoPE pairings) and the extension
+    commands; and the lane engine's commands at L=32 (SUM's order of 256 partials, a bus
+    word a quarter of a vector); bit for bit against the golden model. The other tests
+    depend on neither."""
     testbench, testcase = test
-    run_cocotb(simulator, va_verilog(fn_lanes=NARROW_FN_LANES), TOPLEVEL, testbench,
-               config_name=config_name(L, NARROW_FN_LANES), testcase=testcase,
+    run_cocotb(simulator, va_verilog(NARROW_L, fn_lanes=NARROW_FN_LANES), TOPLEVEL, testbench,
+               config_name=config_name(NARROW_L, NARROW_FN_LANES), testcase=testcase,
                gtkw_groups=VA_GTKW_GROUPS, timeout_s=TIMEOUT_S[simulator], verilator_public=PUBLIC,
-               extra_env={"V4HW_VA_LANES": str(L), "V4HW_VA_FN_LANES": str(NARROW_FN_LANES)})
+               extra_env={"V4HW_VA_LANES": str(NARROW_L),
+                          "V4HW_VA_FN_LANES": str(NARROW_FN_LANES)})
 
 
 @pytest.mark.cocotb

@@ -15,15 +15,16 @@ from hdl.va.lanes import LaneEngine
 LANES = 8
 
 
+@pytest.mark.parametrize("width", [None, 4], ids=["full", "narrow"])
 @pytest.mark.parametrize("op", [VaOpcode.ADD, VaOpcode.MUL, VaOpcode.SCALE],
                          ids=lambda op: op.name)
-def test_elementwise_backpressure(op):
+def test_elementwise_backpressure(op, width):
     rng = np.random.default_rng(int(op))
+    dut = LaneEngine(LANES, width)
     vectors = 12
-    x = rng.integers(0, 1 << 16, (vectors, LANES)).astype(np.uint16)
-    y = rng.integers(0, 1 << 16, (vectors, LANES)).astype(np.uint16)
+    x = rng.integers(0, 1 << 16, (vectors, dut.width)).astype(np.uint16)
+    y = rng.integers(0, 1 << 16, (vectors, dut.width)).astype(np.uint16)
     scalar = int(rng.integers(0, 1 << 16))
-    dut = LaneEngine(LANES)
     out = []
 
     async def bench(ctx):
@@ -62,14 +63,15 @@ def test_elementwise_backpressure(op):
 D = golden.SUM_INTERLEAVE
 
 
-def run_reduction(op, bits, lanes, rng, gaps=0.3):
-    """Feed ``bits`` to a LaneEngine(lanes) as one reduction (random input gaps, the last
-    vector padded with random bits the engine must ignore); return its output vectors."""
+def run_reduction(op, bits, lanes, rng, gaps=0.3, width=None):
+    """Feed ``bits`` to a LaneEngine(lanes, width) as one reduction (random input gaps, the
+    last beat padded with random bits the engine must ignore); return its output beats."""
     count = len(bits)
-    vectors = -(-count // lanes)
-    padded = rng.integers(0, 1 << 16, vectors * lanes).astype(np.uint16)
+    dut = LaneEngine(lanes, width)
+    beat = dut.width
+    beats = -(-count // beat)
+    padded = rng.integers(0, 1 << 16, beats * beat).astype(np.uint16)
     padded[:count] = bits
-    dut = LaneEngine(lanes)
     result = []
 
     async def bench(ctx):
@@ -78,10 +80,10 @@ def run_reduction(op, bits, lanes, rng, gaps=0.3):
         await ctx.tick()
         sent = 0
         ctx.set(dut.o.ready, 1)
-        for _ in range(3 * vectors + 40 * (lanes.bit_length() + D) + 100):
-            if sent < vectors:
-                ctx.set(dut.x.payload, [int(v) for v in padded[sent * lanes:(sent + 1) * lanes]])
-            ctx.set(dut.x.valid, sent < vectors and rng.random() >= gaps)
+        for _ in range(3 * beats + 40 * (lanes.bit_length() + D) + 100):
+            if sent < beats:
+                ctx.set(dut.x.payload, [int(v) for v in padded[sent * beat:(sent + 1) * beat]])
+            ctx.set(dut.x.valid, sent < beats and rng.random() >= gaps)
             took = ctx.get(dut.x.valid) and ctx.get(dut.x.ready)
             if ctx.get(dut.o.valid):
                 result.append([int(v) for v in ctx.get(dut.o.payload)])
@@ -104,9 +106,11 @@ def sum_operands(rng, count):
     return float_to_bf16_rne(rng.standard_normal(count) * scale)
 
 
+@pytest.mark.parametrize("width", [None, 2], ids=["full", "narrow"])
 @pytest.mark.parametrize("count", [1, LANES - 1, 3 * LANES, 5 * LANES + 3])
 @pytest.mark.parametrize("op", [VaOpcode.SUM, VaOpcode.MAX], ids=lambda op: op.name)
-def test_reductions(op, count):
+def test_reductions(op, count, width):
+    """SUM and MAX with the lanes in hardware (width None) and two lanes a beat."""
     rng = np.random.default_rng(count * 100 + int(op))
     if op == VaOpcode.SUM:
         bits = sum_operands(rng, count)
@@ -114,7 +118,7 @@ def test_reductions(op, count):
         bits = rng.integers(0, 1 << 16, count).astype(np.uint16)
         bits[rng.random(count) < 0.3] = bits[0]
         bits[rng.random(count) < 0.1] = rng.choice([0x0000, 0x8000, 0x7FC1])
-    result = run_reduction(op, bits, LANES, rng)
+    result = run_reduction(op, bits, LANES, rng, width=width)
     assert len(result) == 1
     if op == VaOpcode.SUM:
         assert result[0][0] | result[0][1] << 16 == golden.sum_bf16(bits, LANES)
@@ -146,6 +150,24 @@ def test_sum_interleave(lanes, vectors, tail):
         assert result[0][0] | result[0][1] << 16 == expect, f"gaps {gaps}"
 
 
+# (L, width, vectors of L, tail): the bus-rate engines of the VA (L=32 on a 128-bit bus:
+# 8 lanes a beat) around the interleave of D·L/width words and past it.
+NARROW_SUM_CASES = [(32, 8, 1, 5), (32, 8, D - 1, 0), (32, 8, D, 31), (32, 8, D + 1, 1),
+                    (32, 8, 40, 13), (32, 4, 2 * D + 1, 3), (16, 4, D + 1, 0), (8, 2, 3, 7)]
+
+
+@pytest.mark.parametrize("lanes, width, vectors, tail", NARROW_SUM_CASES)
+def test_sum_narrow(lanes, width, vectors, tail):
+    """SUM of L lanes, ``width`` elements a beat: the golden model's order for L lanes
+    (golden.va.sum_bf16(x, L)), with and without input gaps."""
+    bits, rng = sum_case(lanes, vectors, tail)
+    expect = golden.sum_bf16(bits, lanes)
+    for gaps in (0.0, 0.4):
+        result = run_reduction(VaOpcode.SUM, bits, lanes, rng, gaps, width)
+        assert len(result) == 1
+        assert result[0][0] | result[0][1] << 16 == expect, f"gaps {gaps}"
+
+
 @pytest.mark.parametrize("lanes, vectors, tail", SUM_CASES)
 def test_sum_drop_is_visible(lanes, vectors, tail):
     """test_sum_interleave's operands can fail it: leaving out any one vector (what a
@@ -156,6 +178,12 @@ def test_sum_drop_is_visible(lanes, vectors, tail):
         without = bits.copy()
         without[v * lanes:(v + 1) * lanes] = 0
         assert golden.sum_bf16(without, lanes) != expect, f"vector {v}"
+
+
+@pytest.mark.parametrize("lanes, width", [(8, 1), (8, 3), (4, 8), (6, 2)])
+def test_bad_parameters(lanes, width):
+    with pytest.raises(ValueError):
+        LaneEngine(lanes, width)
 
 
 def test_sum_order_is_visible():

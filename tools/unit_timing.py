@@ -52,8 +52,7 @@ def _units():
         "rope": lambda: RopeLanes(NARROW, True),
         "rows": lambda: RowUnit(WIDTH, FN_LANES),
         "adapter": _ext_adapter,
-        "engine": lambda: LaneEngine(LANES),
-        "engine4": lambda: LaneEngine(4),
+        "engine": lambda: LaneEngine(LANES, WIDTH // 16),
     }
 
 

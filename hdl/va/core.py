@@ -3,10 +3,10 @@
 Data flow of one command::
 
     elementwise (ADD, MUL, SCALE) and reductions (SUM, MAX: one result):
-      OperandReader ─► Realign ─► WordsToVector ─┐ x
-                    └► Realign ─► WordsToVector ─┤ y ─► LaneEngine ─► VectorToWords ─┐
-    strided GATHER:                                                                  ├─► StreamWriter
-      StridedGather (one read per element, many in flight) ──────────────────────────┘
+      OperandReader ─► Realign ─┐ x
+                    └► Realign ─┤ y ─► LaneEngine (a bus word a cycle) ─┐
+    strided GATHER:                                                     ├─► StreamWriter
+      StridedGather (one read per element, many in flight) ─────────────┘
     row commands (EXP, SILU, DEQUANTIZE, SOFTMAX, RMSNORM, QUANTIZE, TOPK; fn_lanes
     elements a cycle through the function units; a pass per read of the operands, see
     hdl.va.rows):
@@ -46,8 +46,6 @@ from hdl.va.streams import (
     OperandReader,
     Realign,
     StreamWriter,
-    VectorToWords,
-    WordsToVector,
     words_for,
 )
 
@@ -207,7 +205,6 @@ class VectorCore(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         width, bb, lanes = self.data_width, self.data_width // 8, self.lanes
-        ratio = 16 * lanes // width
         off_bits = exact_log2(bb)
         self._start_checks(m)
 
@@ -236,8 +233,7 @@ class VectorCore(wiring.Component):
 
         m.submodules.reader = reader = OperandReader(width, 4)
         m.submodules.gatherer = gatherer = StridedGather(width)
-        m.submodules.engine = engine = ResetInserter(go)(LaneEngine(lanes))
-        m.submodules.v2w = v2w = VectorToWords(width, ratio)
+        m.submodules.engine = engine = ResetInserter(go)(LaneEngine(lanes, width // 16))
         m.submodules.writer = writer = StreamWriter(width)
         m.submodules.scatterer = scatterer = StridedScatter(width)
         m.submodules.rows = rows = ResetInserter(go)(RowUnit(width, self.fn_lanes))
@@ -274,9 +270,7 @@ class VectorCore(wiring.Component):
             if i >= 2:      # ROPE's sin and the second half of x
                 wiring.connect(m, realign.o, rows.z if i == 2 else rows.w)
                 continue
-            w2v = WordsToVector(width, ratio)
-            m.submodules[f"w2v{i}"] = w2v
-            m.d.comb += [w2v.start.eq(go), w2v.words.eq(words_for(0, size, bb))]
+            engine_in = engine.x if i == 0 else engine.y
             if i == 0:      # the first operand feeds the lanes, a scatter or the functions
                 with m.If(scatter):
                     m.d.comb += [scatterer.i.payload.eq(realign.o.payload),
@@ -287,20 +281,18 @@ class VectorCore(wiring.Component):
                 with m.Elif(ext):
                     wiring.connect(m, realign.o, ext_io.i)
                 with m.Else():
-                    m.d.comb += [w2v.i.payload.eq(realign.o.payload),
-                                 w2v.i.valid.eq(realign.o.valid),
-                                 realign.o.ready.eq(w2v.i.ready)]
+                    m.d.comb += [engine_in.payload.eq(realign.o.payload),
+                                 engine_in.valid.eq(realign.o.valid),
+                                 realign.o.ready.eq(engine_in.ready)]
             else:
                 m.d.comb += rows.y.payload.eq(realign.o.payload)
                 with m.If(row):
                     m.d.comb += [rows.y.valid.eq(realign.o.valid),
                                  realign.o.ready.eq(rows.y.ready)]
                 with m.Else():
-                    wiring.connect(m, realign.o, w2v.i)
-            wiring.connect(m, w2v.o, engine.x if i == 0 else engine.y)
-        wiring.connect(m, engine.o, v2w.i)
+                    wiring.connect(m, realign.o, engine_in)
         m.d.comb += [
-            reader.start.eq(go | again), v2w.start.eq(go), engine.op.eq(cmd.op),
+            reader.start.eq(go | again), engine.op.eq(cmd.op),
             rows.op.eq(cmd.op), rows.n.eq(n), rows.k.eq(cmd.k[:4]), rows.scalar.eq(cmd.scalar),
             rows.split.eq(cmd.split_half),
             ext_unit.op.eq(cmd.op), ext_unit.scalar.eq(cmd.scalar),
@@ -375,9 +367,9 @@ class VectorCore(wiring.Component):
                          reader.rd_resp.payload.eq(mem.rd_resp.payload),
                          reader.rd_resp.valid.eq(mem.rd_resp.valid),
                          mem.rd_resp.ready.eq(reader.rd_resp.ready),
-                         writer.i.payload.eq(v2w.o.payload),
-                         writer.i.valid.eq(v2w.o.valid),
-                         v2w.o.ready.eq(writer.i.ready)]
+                         writer.i.payload.eq(engine.o.payload),
+                         writer.i.valid.eq(engine.o.valid),
+                         engine.o.ready.eq(writer.i.ready)]
 
         error = Signal(ErrorEvent())
         idle = reader.idle & gatherer.idle & writer.idle & scatterer.idle & mover.idle

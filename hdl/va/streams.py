@@ -1,4 +1,4 @@
-"""The VA's memory streams: operand reads, byte realignment, vector gearboxes, writes.
+"""The VA's memory streams: operand reads, byte realignment, writes.
 
 A command's operands are long byte streams (up to 128 KiB) at 48-bit physical addresses
 with any element-aligned start; the VA has no TAT. So it does not use the MA's row
@@ -18,7 +18,7 @@ from hdl.codes import ErrorCode
 from hdl.common.memport import PHYS_ADDR_BITS, BurstLayout, ReadDataLayout, WriteDataLayout, WriteRespLayout
 
 __all__ = ["MAX_BYTES", "MAX_BURST", "ErrorEvent", "OperandConfig", "OperandReader",
-           "Realign", "WordsToVector", "VectorToWords", "StreamWriter", "words_for"]
+           "Realign", "StreamWriter", "words_for"]
 
 MAX_BYTES = 4 * 65536      # the longest stream: 65 536 four-byte elements
 MAX_BURST = 16             # bus words per burst: short bursts keep every FIFO small
@@ -217,76 +217,6 @@ class Realign(wiring.Component):
             m.d.sync += [prev.eq(self.i.payload), left_in.eq(left_in - 1), absorb.eq(0)]
         with m.If(self.o.valid & self.o.ready & ~self.start):
             m.d.sync += left_out.eq(left_out - 1)
-        return m
-
-
-class WordsToVector(wiring.Component):
-    """Collects ``ratio`` bus words into one vector (word 0 in the low bits); the last
-    vector of ``words`` words (taken at ``start``) may be short: its upper words are 0."""
-
-    def __init__(self, data_width, ratio):
-        self.data_width, self.ratio = data_width, ratio
-        super().__init__({
-            "start": In(1),
-            "words": In(range(MAX_BYTES // (data_width // 8) + 1)),
-            "i": In(stream.Signature(data_width)),
-            "o": Out(stream.Signature(data_width * ratio)),
-        })
-
-    def elaborate(self, platform):
-        m = Module()
-        r, width = self.ratio, self.data_width
-        vec = Signal(data.ArrayLayout(width, r))
-        count = Signal(range(r + 1))
-        left = Signal.like(self.words)
-        full = Signal()
-        m.d.comb += [self.o.payload.eq(vec), self.o.valid.eq(full),
-                     self.i.ready.eq(~full | self.o.ready)]
-        take_out = self.o.valid & self.o.ready
-        base = Mux(take_out, 0, count)
-        with m.If(self.i.valid & self.i.ready):
-            for k in range(r):
-                with m.If(base == k):
-                    m.d.sync += vec[k].eq(self.i.payload)
-                with m.Elif(take_out & (k > 0)):
-                    m.d.sync += vec[k].eq(0)
-            m.d.sync += [count.eq(base + 1), left.eq(left - 1),
-                         full.eq((base + 1 == r) | (left == 1))]
-        with m.Elif(take_out):
-            m.d.sync += [count.eq(0), full.eq(0), vec.eq(0)]
-        with m.If(self.start):
-            m.d.sync += [left.eq(self.words), count.eq(0), full.eq(0), vec.eq(0)]
-        return m
-
-
-class VectorToWords(wiring.Component):
-    """Splits each vector into ``ratio`` bus words, word 0 first."""
-
-    def __init__(self, data_width, ratio):
-        self.data_width, self.ratio = data_width, ratio
-        super().__init__({
-            "start": In(1),
-            "i": In(stream.Signature(data_width * ratio)),
-            "o": Out(stream.Signature(data_width)),
-        })
-
-    def elaborate(self, platform):
-        m = Module()
-        r, width = self.ratio, self.data_width
-        vec = Signal(data.ArrayLayout(width, r))
-        index = Signal(range(max(r, 2)))       # (a 1-bit index when r = 1, for Verilator)
-        busy = Signal()
-        m.d.comb += [self.o.valid.eq(busy), self.o.payload.eq(vec[index])]
-        done = self.o.valid & self.o.ready & (index == r - 1)
-        m.d.comb += self.i.ready.eq(~busy | done)
-        with m.If(self.o.valid & self.o.ready):
-            m.d.sync += index.eq(Mux(index == r - 1, 0, index + 1))
-            with m.If(done):
-                m.d.sync += busy.eq(0)
-        with m.If(self.i.valid & self.i.ready):
-            m.d.sync += [vec.eq(self.i.payload), busy.eq(1), index.eq(0)]
-        with m.If(self.start):
-            m.d.sync += [busy.eq(0), index.eq(0)]
         return m
 
 

@@ -75,16 +75,19 @@ def test_rope_lanes(seed, split):
     assert np.array_equal(got, golden.rope_bf16(x, c, s, split))
 
 
+@pytest.mark.parametrize("fn_lanes", [None, 2], ids=["bus", "fn2"])
 @pytest.mark.parametrize("seed", range(4), ids=lambda s: f"seed{s}")
-def test_topk(seed):
+def test_topk(seed, fn_lanes):
     """RowUnit's TOPK (per-lane lists, then the merge): values and indices of golden.va
-    topk_bf16 for every k on tie-heavy or random rows."""
+    topk_bf16 for every k on tie-heavy or random rows; with the bus's lanes (a word every
+    cycle) and with two (FN_LANES=2: a word every four cycles)."""
     rng = np.random.default_rng(seed)
     n = int(rng.integers(1, 60))
     x = bf16(rng, n, ties=seed % 2 == 0)
     k = int(rng.integers(1, min(8, n) + 1))
     padded = np.concatenate([x, rng.integers(0, 1 << 16, -n % LANES).astype(np.uint16)])
-    dut = RowUnit(WIDTH)
+    dut = RowUnit(WIDTH, fn_lanes)
+    cycles_a_word = LANES // (fn_lanes or LANES)
     out = []
 
     async def bench(ctx):
@@ -96,7 +99,11 @@ def test_topk(seed):
             word = int.from_bytes(padded[w * LANES:(w + 1) * LANES].tobytes(), "little")
             ctx.set(dut.x.payload, word)
             ctx.set(dut.x.valid, 1)
-            assert ctx.get(dut.x.ready)       # a reduction pass takes a word every cycle
+            waited = 0
+            while not ctx.get(dut.x.ready):
+                waited += 1
+                await ctx.tick()
+            assert waited == (cycles_a_word - 1 if w else 0)    # a word every cycles_a_word
             await ctx.tick()
         ctx.set(dut.x.valid, 0)
         for _ in range(200):

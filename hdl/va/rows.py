@@ -21,8 +21,8 @@ ROPE        adjacent pairs: 1 (x, cos, sin), results out
             x[n/2:], cos, sin); 2: second halves out        DST + LENGTH bytes
 =========== ============================================ ==================================
 
-Every reduction and the element pipeline take one bus word a cycle (``data_width/16``
-elements); the reductions are pipelines with a register after every level of their
+Every reduction and the element pipeline take ``fn_lanes`` elements a cycle (one bus
+word, ``data_width/16`` elements, by default); the reductions are pipelines with a register after every level of their
 trees. The scalar steps between passes run one operation at a time on one shared
 normaliser, reciprocal, multiplier, adder and rsqrt unit, each a pipeline whose depth the
 step waits out.
@@ -167,7 +167,8 @@ class RowUnit(wiring.Component):
 
     ``fn_lanes`` (default ``data_width/16``): the element pipeline and the RoPE lanes are
     built that many elements wide and take each word in ``data_width / (16 · fn_lanes)``
-    pieces (:class:`hdl.va.narrow.WidthAdapter`); the reductions still take a word a cycle.
+    pieces (:class:`hdl.va.narrow.WidthAdapter`); the reductions (max, sums, TOPK's
+    per-lane lists) are built that wide too and take each word in as many cycles.
     Narrowed, the units (and the sum's squares and the scalar steps' units) also form
     their small partial products in logic (``lut_products``, for a small FPGA).
     """
@@ -269,6 +270,7 @@ class RowUnit(wiring.Component):
         running = Signal(init=1)                 # a pass is taking words
         taken = Signal.like(total)               # input words of this pass
         results = Signal.like(total)             # pipeline outputs of this pass
+        hold = Signal()                          # reductions: the word has pieces left
 
         # --- The element pipeline. ------------------------------------------------------
         upper = Signal()                         # RoPE adjacent: which half of the cos/sin word
@@ -309,8 +311,8 @@ class RowUnit(wiring.Component):
         with m.If(rope):
             m.d.comb += [self.o.payload.eq(rl_o.payload), self.o.valid.eq(rl_o.valid),
                          rl_o.ready.eq(self.o.ready)]
-        with m.Elif(~emit):
-            m.d.comb += pipe_o.ready.eq(1)
+        with m.Elif(~emit):                      # SOFTMAX's exp values: to the sum
+            m.d.comb += pipe_o.ready.eq(~hold)
         with m.Elif(~packed):
             m.d.comb += [self.o.payload.eq(pipe_o.payload.word), self.o.valid.eq(pipe_o.valid),
                          pipe_o.ready.eq(self.o.ready)]
@@ -330,18 +332,36 @@ class RowUnit(wiring.Component):
 
         # --- Reductions. ---------------------------------------------------------------
         # Stage A: the word (from x, or the pipeline's exp values) and its first index.
-        take_x = running & reduce_pass & (taken != total) & self.x.valid
+        # The reductions take it ``fn_lanes`` elements a cycle: a piece a cycle, the word
+        # held until its last piece (at the bus rate: one piece, a word every cycle).
+        fn = self.fn_lanes
+        pieces = lanes // fn
+        a_valid = Signal()
+        take_x = running & reduce_pass & (taken != total) & self.x.valid & ~hold
         with m.If(running & reduce_pass & (taken != total)):
-            m.d.comb += self.x.ready.eq(1)
+            m.d.comb += self.x.ready.eq(~hold)
         with m.If(take_x | (feed & self.x.valid & self.x.ready) | rope_in):
             m.d.sync += taken.eq(taken + 1)
-        a_valid = Signal()
         a_word = Signal(data.ArrayLayout(16, lanes))
         a_e = Signal(data.ArrayLayout(32, lanes))
         a_base = Signal(range(MAX_LENGTH + lanes + 1))
-        m.d.sync += a_valid.eq(take_x | (sum_e & pipe_out))
-        m.d.sync += [a_word.eq(self.x.payload), a_e.eq(pipe_o.payload.e),
-                     a_base.eq(Mux(sum_e, results, taken) * lanes)]
+        with m.If(~hold):
+            m.d.sync += a_valid.eq(take_x | (sum_e & pipe_out))
+            m.d.sync += [a_word.eq(self.x.payload), a_e.eq(pipe_o.payload.e),
+                         a_base.eq(Mux(sum_e, results, taken) * lanes)]
+        p_word = Signal(data.ArrayLayout(16, fn))  # the piece: its elements, first index
+        p_e = Signal(data.ArrayLayout(32, fn))
+        p_base = Signal.like(a_base)
+        if pieces == 1:
+            m.d.comb += [p_word.eq(a_word), p_e.eq(a_e), p_base.eq(a_base)]
+        else:
+            piece = Signal(range(pieces))
+            m.d.comb += [hold.eq(a_valid & (piece != pieces - 1)),
+                         p_word.eq(Value.cast(a_word).word_select(piece, 16 * fn)),
+                         p_e.eq(Value.cast(a_e).word_select(piece, 32 * fn)),
+                         p_base.eq(a_base + piece * fn)]
+            with m.If(a_valid):
+                m.d.sync += piece.eq(Mux(hold, piece + 1, 0))
 
         # Maximum (SOFTMAX: by value; RMSNORM: exponent field; QUANTIZE: |x|).
         best = Signal(Entry(), init={"key": -2})
@@ -349,9 +369,9 @@ class RowUnit(wiring.Component):
         emax = best.key[:8]
         cands = []
         poisoned = []
-        for lane in range(lanes):
-            x = a_word[lane]
-            inside = a_valid & (a_base + lane < n)
+        for lane in range(fn):
+            x = p_word[lane]
+            inside = a_valid & (p_base + lane < n)
             key = Signal(range(-2, 0x10000), name=f"key{lane}")
             exp_field = x[7:15]
             with m.If(~inside):
@@ -363,7 +383,7 @@ class RowUnit(wiring.Component):
             with m.Else():
                 m.d.comb += key.eq(Mux(exp_field == 0, 0, x[:15]))
             cand = Signal(Entry(), name=f"cand{lane}")
-            m.d.comb += [cand.key.eq(key), cand.value.eq(x), cand.index.eq(a_base + lane)]
+            m.d.comb += [cand.key.eq(key), cand.value.eq(x), cand.index.eq(p_base + lane)]
             cands.append(cand)
             poisoned.append(inside & (exp_field == 0xFF) & (rmsnorm | (x[:7] != 0)))
         step = Const(1)
@@ -381,9 +401,9 @@ class RowUnit(wiring.Component):
 
         # Exact fixed-point sums (SOFTMAX: exp values; RMSNORM: squares scaled by Emax).
         terms = []
-        for lane in range(lanes):
-            inside = a_base + lane < n
-            x, e = a_word[lane], a_e[lane]
+        for lane in range(fn):
+            inside = p_base + lane < n
+            x, e = p_word[lane], p_e[lane]
             big_m = Cat(x[:7], 1)
             sq = Signal(16, name=f"sq{lane}")
             m.d.comb += sq.eq(lut_product(big_m, big_m) if self.lut_products else big_m * big_m)
@@ -404,7 +424,7 @@ class RowUnit(wiring.Component):
             terms.append(term)
         sum_valid0 = Signal()
         m.d.sync += sum_valid0.eq(a_valid & (sum_x | sum_e))
-        wide = [Signal(SUM_BITS, name=f"wterm{i}") for i in range(lanes)]
+        wide = [Signal(SUM_BITS, name=f"wterm{i}") for i in range(fn)]
         for w, t in zip(wide, terms, strict=True):
             m.d.comb += w.eq(t)
         partial, sum_levels = _tree(m, wide, lambda a, b: (a + b)[:SUM_BITS], step, "sum")
@@ -416,7 +436,7 @@ class RowUnit(wiring.Component):
 
         # Top-k: per lane the best MAX_K of its elements, best first.
         lists = [[Signal(Entry(), name=f"top{lane}_{i}", init={"key": -2})
-                  for i in range(MAX_K)] for lane in range(lanes)]
+                  for i in range(MAX_K)] for lane in range(fn)]
         final = [Signal(Entry(), name=f"final{i}", init={"key": -2}) for i in range(MAX_K)]
 
         def insert(entries, new, name):
@@ -429,7 +449,7 @@ class RowUnit(wiring.Component):
             return out
 
         merging = Signal()
-        for lane in range(lanes):
+        for lane in range(fn):
             updated = insert(lists[lane], cands[lane], f"ins{lane}")
             with m.If(topk & a_valid & ~merging):
                 m.d.sync += [e.eq(u) for e, u in zip(lists[lane], updated, strict=True)]

@@ -124,3 +124,43 @@ def test_topk(seed, fn_lanes):
     got_index = np.frombuffer(b"".join(w.to_bytes(16, "little") for w in out[1:]), np.int32)[:k]
     assert np.array_equal(got_values, values), f"values {got_values} vs {values}"
     assert np.array_equal(got_index, index), f"indices {got_index} vs {index}"
+
+
+@pytest.mark.parametrize("fn_lanes", [None, 2], ids=["bus", "fn2"])
+@pytest.mark.parametrize("seed", range(4), ids=lambda s: f"seed{s}")
+def test_max(seed, fn_lanes):
+    """MAX is TOPK's first value: one result word (lane 0 = golden.va.max_bf16, ties to
+    the lowest index, so -0 or +0 and which NaN as golden), no second result."""
+    rng = np.random.default_rng(100 + seed)
+    n = int(rng.integers(1, 60))
+    x = bf16(rng, n, ties=seed % 2 == 0)
+    x[rng.random(n) < 0.2] = rng.choice([0x0000, 0x8000, 0x7FC1, 0xFFC0])
+    padded = np.concatenate([x, rng.integers(0, 1 << 16, -n % LANES).astype(np.uint16)])
+    dut = RowUnit(WIDTH, fn_lanes)
+    out, seconds = [], []
+
+    async def bench(ctx):
+        ctx.set(dut.op, VaOpcode.MAX)
+        ctx.set(dut.n, n)
+        ctx.set(dut.o.ready, 1)
+        for w in range(len(padded) // LANES):
+            ctx.set(dut.x.payload, int.from_bytes(padded[w * LANES:(w + 1) * LANES].tobytes(),
+                                                  "little"))
+            ctx.set(dut.x.valid, 1)
+            while not ctx.get(dut.x.ready):
+                await ctx.tick()
+            await ctx.tick()
+        ctx.set(dut.x.valid, 0)
+        for _ in range(200):
+            if ctx.get(dut.o.valid):
+                out.append(ctx.get(dut.o.payload))
+            seconds.append(ctx.get(dut.second))
+            ctx.set(dut.writer_done, len(out) >= 1)
+            await ctx.tick()
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert len(out) == 1 and not any(seconds), f"{len(out)} words"
+    assert out[0] & 0xFFFF == golden.max_bf16(x), f"{out[0] & 0xFFFF:#06x}"

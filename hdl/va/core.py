@@ -2,12 +2,12 @@
 
 Data flow of one command::
 
-    elementwise (ADD, MUL, SCALE) and reductions (SUM, MAX: one result):
+    elementwise (ADD, MUL, SCALE) and SUM (one result):
       OperandReader ─► Realign ─┐ x
                     └► Realign ─┤ y ─► LaneEngine (a bus word a cycle) ─┐
     strided GATHER:                                                     ├─► StreamWriter
       StridedGather (one read per element, many in flight) ─────────────┘
-    row commands (EXP, SILU, DEQUANTIZE, SOFTMAX, RMSNORM, QUANTIZE, TOPK; fn_lanes
+    row commands (EXP, SILU, DEQUANTIZE, SOFTMAX, RMSNORM, QUANTIZE, TOPK, MAX; fn_lanes
     elements a cycle through the function units; a pass per read of the operands, see
     hdl.va.rows):
       OperandReader ─► Realign ─► RowUnit ─► StreamWriter (again at DST2: QUANTIZE, TOPK)

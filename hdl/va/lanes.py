@@ -35,9 +35,10 @@ def order_key(bits):
 
 
 class LaneEngine(wiring.Component):
-    """bf16 elementwise operations and reductions, ``width`` elements a cycle, for a VA
-    of ``lanes`` lanes (L; ``width`` lanes of hardware, default L): ADD (x + y), MUL
-    (x · y), SCALE (x · scalar), and the reductions SUM and MAX over ``count`` elements.
+    """bf16 elementwise operations and SUM, ``width`` elements a cycle, for a VA of
+    ``lanes`` lanes (L; ``width`` lanes of hardware, default L): ADD (x + y), MUL
+    (x · y), SCALE (x · scalar), and SUM over ``count`` elements (MAX is TOPK's, in
+    :class:`hdl.va.rows.RowUnit`).
     The streams carry ``width`` elements a beat, element i of the operand in lane
     i mod ``width`` of beat i // ``width``; the VA gives it the bus words
     (``width`` = DATA_WIDTH/16), so the engine runs at the memory's rate with the adders
@@ -70,13 +71,7 @@ class LaneEngine(wiring.Component):
     lanes of word 0). A level waits only as long as the next one would otherwise read a
     word before its last write.
 
-    MAX (golden.va.max_bf16): each lane keeps the best of its elements (by value, -0 ==
-    +0, NaN lowest, ties to the lowest index), and the lanes are combined pairwise after
-    the last beat, a tree level a cycle (lane i ← lanes 2i, 2i+1): the largest value with
-    the lowest index among equals, whatever the order.
-
-    One output beat follows a reduction: the binary32 sum in lanes 0-1, or the bf16
-    maximum in lane 0.
+    One output beat follows a SUM: the binary32 sum in lanes 0-1.
 
     ``op``, ``scalar`` and ``count`` must hold still from one cycle before the first beat
     until the result is out (the core latches them at START and resets the engine).
@@ -106,13 +101,11 @@ class LaneEngine(wiring.Component):
         m = Module()
         lanes = self.width
         # The operation, decoded into registers (``op`` fans out to every lane).
-        is_add, scale, two = Signal(), Signal(), Signal()
-        is_sum, is_max, reduce = Signal(), Signal(), Signal()
+        is_add, scale, two, reduce = Signal(), Signal(), Signal(), Signal()
         op = self.op
         m.d.sync += [is_add.eq(op == VaOpcode.ADD), scale.eq(op == VaOpcode.SCALE),
                      two.eq((op == VaOpcode.ADD) | (op == VaOpcode.MUL)),
-                     is_sum.eq(op == VaOpcode.SUM), is_max.eq(op == VaOpcode.MAX),
-                     reduce.eq((op == VaOpcode.SUM) | (op == VaOpcode.MAX))]
+                     reduce.eq(op == VaOpcode.SUM)]
 
         m.submodules.fifo = out_fifo = fifo.SyncFIFOBuffered(width=16 * lanes,
                                                             depth=self.FIFO_DEPTH)
@@ -122,13 +115,9 @@ class LaneEngine(wiring.Component):
         free = Signal(range(self.FIFO_DEPTH + 1), init=self.FIFO_DEPTH)
         have = self.x.valid & (self.y.valid | ~two)
 
-        # Reduction state: SUM's partials (memories, below); MAX's best (key, value, index).
-        best = Signal(data.ArrayLayout(data.StructLayout(
-            {"have": 1, "key": range(-1, 0x10000), "value": 16, "index": range(65536)}), lanes))
         partials = SUM_INTERLEAVE * self.lanes
         words = partials // lanes             # SUM: words of partials in the memories
         levels = exact_log2(partials)         # SUM: the tree's levels
-        max_levels = exact_log2(lanes)        # MAX: the lanes' tree
         seen = Signal(range(65536 + lanes + 1))
         level = Signal(range(levels + 1))
         phase = Signal(range(4))          # 0 accumulate, 1 combine, 2 emit, 3 done
@@ -147,8 +136,8 @@ class LaneEngine(wiring.Component):
 
         # SUM: a step adds a beat (or nothing, after the last one while the first steps
         # are not done) to word ``vec``; a combine step reads word ``addr``.
-        step = (reduce_take | (reduce & (phase == 0) & rest)) & is_sum
-        issue = is_sum & (phase == 1) & idle
+        step = reduce_take | (reduce & (phase == 0) & rest)
+        issue = reduce & (phase == 1) & idle
         level_last = Signal(range(words))     # the last word this level reads
         level_gap = Signal(range(_SUM_LOOP))  # cycles between its last read and the next
         with m.Switch(level):
@@ -231,29 +220,15 @@ class LaneEngine(wiring.Component):
                 total, carried = f32_add_pipelined(m, add_a, add_b, name=f"add{lane}",
                                                    carry={"w": writes}, deep=True)
             m.d.comb += [wp[lane].addr.eq(write_addr), wp[lane].data.eq(total),
-                         wp[lane].en.eq(carried["w"] & is_sum)]
+                         wp[lane].en.eq(carried["w"] & reduce)]
             raw = Signal(32, name=f"raw{lane}")
             m.d.sync += raw.eq(total)
             m.d.comb += result[lane].eq(f32_to_bf16(raw))
-            key = Signal(range(-1, 0x10000), name=f"key{lane}")
-            m.d.comb += key.eq(order_key(a))
-            mine = best[lane]
-            with m.If(reduce_take & in_range):
-                with m.If(~mine.have | (key > mine.key)):
-                    m.d.sync += [mine.have.eq(1), mine.key.eq(key), mine.value.eq(a),
-                                 mine.index.eq(seen + lane)]
-            if 2 * lane + 1 < lanes:
-                left, right = best[2 * lane], best[2 * lane + 1]
-                right_wins = right.have & (~left.have | (right.key > left.key)
-                                           | ((right.key == left.key) & (right.index < left.index)))
-                with m.If(is_max & (phase == 1)):
-                    m.d.sync += mine.eq(Mux(right_wins, right, left))
         m.d.sync += raw_valid.eq(raw_valid_in)
 
         emit = reduce & (phase == 2) & idle
         m.d.comb += [out_fifo.w_en.eq(raw_valid | emit),
-                     out_fifo.w_data.eq(Mux(emit, Cat(Mux(is_sum, rd[0][:16], best[0].value),
-                                                      Mux(is_sum, rd[0][16:], 0)), result))]
+                     out_fifo.w_data.eq(Mux(emit, rd[0], result))]
         # free: - a beat taken, + a beat read out
         read = self.o.valid & self.o.ready
         with m.If((take & ~reduce) & ~read):
@@ -265,13 +240,6 @@ class LaneEngine(wiring.Component):
             m.d.sync += seen.eq(seen + lanes)
             with m.If(last_vector):
                 m.d.sync += rest.eq(1)
-        # MAX: the lane tree right after the last beat, a level a cycle.
-        with m.If(is_max & reduce_take & last_vector):
-            m.d.sync += [phase.eq(1), level.eq(0)]
-        with m.If(is_max & (phase == 1)):
-            m.d.sync += level.eq(level + 1)
-            with m.If(level == max_levels - 1):
-                m.d.sync += phase.eq(2)
         with m.If(emit):
             m.d.sync += phase.eq(3)
         return m

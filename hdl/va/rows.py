@@ -16,6 +16,7 @@ QUANTIZE    1: absmax; 2: int8 of x · recip(scale) out      scale = absmax · R
                                                             the scale to DST2
 TOPK        1: per lane the best 8 (value, index)           merge of the lanes' lists,
                                                             values to DST, indices to DST2
+MAX         TOPK's pass and merge                           the first value to DST
 ROPE        adjacent pairs: 1 (x, cos, sin), results out
             split-half: 1: first halves out (x[:n/2],       the writer restarts at
             x[n/2:], cos, sin); 2: second halves out        DST + LENGTH bytes
@@ -55,7 +56,7 @@ from hdl.va.narrow import WidthAdapter, check_fn_lanes
 __all__ = ["ROW_OPCODES", "RowUnit", "RopeLanes", "MAX_K"]
 
 ROW_OPCODES = (VaOpcode.EXP, VaOpcode.SILU, VaOpcode.DEQUANTIZE, VaOpcode.SOFTMAX,
-               VaOpcode.RMSNORM, VaOpcode.QUANTIZE, VaOpcode.TOPK, VaOpcode.ROPE)
+               VaOpcode.RMSNORM, VaOpcode.QUANTIZE, VaOpcode.TOPK, VaOpcode.MAX, VaOpcode.ROPE)
 """The commands :class:`RowUnit` runs."""
 
 SUM_BITS = 58               # 65 536 terms below 2**41
@@ -169,7 +170,7 @@ class RowUnit(wiring.Component):
     built that many elements wide and take each word in ``data_width / (16 · fn_lanes)``
     pieces (:class:`hdl.va.narrow.WidthAdapter`); the reductions (max, sums, TOPK's
     per-lane lists) are built that wide too and take each word in as many cycles.
-    Narrowed, the units (and the sum's squares and the scalar steps' units) also form
+    Narrowed, the RoPE lanes, the sum's squares and the scalar steps' units also form
     their small partial products in logic (``lut_products``, for a small FPGA).
     """
 
@@ -201,7 +202,9 @@ class RowUnit(wiring.Component):
         and output streams, rope, its wide streams)."""
         width, narrow = self.data_width, 16 * self.fn_lanes
         pieces = width // narrow
-        m.submodules.pipe = pipe = UnaryUnit(narrow, self.lut_products)
+        # the element pipeline's products in multiplier blocks: with the lane engine at
+        # the bus rate the narrowed VA has them to spare (docs/fpga.md)
+        m.submodules.pipe = pipe = UnaryUnit(narrow)
         m.submodules.rope = rl = RopeLanes(narrow, self.lut_products)
         if pieces == 1:
             m.d.comb += rl.half.eq(upper)
@@ -247,10 +250,12 @@ class RowUnit(wiring.Component):
         op = self.op
         softmax, rmsnorm = op == VaOpcode.SOFTMAX, op == VaOpcode.RMSNORM
         quantize, dequantize = op == VaOpcode.QUANTIZE, op == VaOpcode.DEQUANTIZE
-        topk, rope = op == VaOpcode.TOPK, op == VaOpcode.ROPE
+        # MAX is TOPK's first value (golden.va.max_bf16), without the indices
+        is_max, rope = op == VaOpcode.MAX, op == VaOpcode.ROPE
+        topk = (op == VaOpcode.TOPK) | is_max
         split = rope & self.split
         packed = quantize | dequantize           # half a word of results per input word
-        writes_dst2 = quantize | topk
+        writes_dst2 = quantize | (topk & ~is_max)
         has_second = writes_dst2 | split         # done only at the end of the FSM
 
         n = self.n
@@ -588,7 +593,10 @@ class RowUnit(wiring.Component):
                     m.d.sync += out_words.eq(out_words + 1)
                     with m.If(out_words == words_of(16 * MAX_K) - 1):
                         m.d.sync += out_words.eq(0)
-                        m.next = "WAIT_WRITER"
+                        with m.If(is_max):
+                            m.next = "DONE"
+                        with m.Else():
+                            m.next = "WAIT_WRITER"
             with m.State("WAIT_WRITER"):
                 with m.If(self.writer_done):
                     m.next = "RESTART_WRITER"

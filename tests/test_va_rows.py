@@ -75,23 +75,18 @@ def test_rope_lanes(seed, split):
     assert np.array_equal(got, golden.rope_bf16(x, c, s, split))
 
 
-@pytest.mark.parametrize("fn_lanes", [None, 2], ids=["bus", "fn2"])
-@pytest.mark.parametrize("seed", range(4), ids=lambda s: f"seed{s}")
-def test_topk(seed, fn_lanes):
-    """RowUnit's TOPK (per-lane lists, then the merge): values and indices of golden.va
-    topk_bf16 for every k on tie-heavy or random rows; with the bus's lanes (a word every
-    cycle) and with two (FN_LANES=2: a word every four cycles)."""
-    rng = np.random.default_rng(seed)
-    n = int(rng.integers(1, 60))
-    x = bf16(rng, n, ties=seed % 2 == 0)
-    k = int(rng.integers(1, min(8, n) + 1))
+def run_top(op, x, k, fn_lanes, rng):
+    """One TOPK or MAX of ``x`` through RowUnit(WIDTH, fn_lanes), a word offered every
+    cycle (the last padded with random bits); the words it writes and its ``second``
+    pulses. Checks that it takes a word every DATA_WIDTH/(16·fn_lanes) cycles."""
+    n = len(x)
     padded = np.concatenate([x, rng.integers(0, 1 << 16, -n % LANES).astype(np.uint16)])
     dut = RowUnit(WIDTH, fn_lanes)
     cycles_a_word = LANES // (fn_lanes or LANES)
-    out = []
+    out, seconds = [], []
 
     async def bench(ctx):
-        ctx.set(dut.op, VaOpcode.TOPK)
+        ctx.set(dut.op, op)
         ctx.set(dut.n, n)
         ctx.set(dut.k, k)
         ctx.set(dut.o.ready, 1)
@@ -109,8 +104,7 @@ def test_topk(seed, fn_lanes):
         for _ in range(200):
             if ctx.get(dut.o.valid):
                 out.append(ctx.get(dut.o.payload))
-            if ctx.get(dut.done):
-                break
+            seconds.append(ctx.get(dut.second))
             ctx.set(dut.writer_done, len(out) >= 1)
             await ctx.tick()
 
@@ -118,8 +112,22 @@ def test_topk(seed, fn_lanes):
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
     sim.run()
+    return out, seconds
+
+
+@pytest.mark.parametrize("fn_lanes", [None, 2], ids=["bus", "fn2"])
+@pytest.mark.parametrize("seed", range(4), ids=lambda s: f"seed{s}")
+def test_topk(seed, fn_lanes):
+    """RowUnit's TOPK (per-lane lists, then the merge): values and indices of golden.va
+    topk_bf16 for every k on tie-heavy or random rows; with the bus's lanes (a word every
+    cycle) and with two (FN_LANES=2: a word every four cycles)."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 60))
+    x = bf16(rng, n, ties=seed % 2 == 0)
+    k = int(rng.integers(1, min(8, n) + 1))
+    out, seconds = run_top(VaOpcode.TOPK, x, k, fn_lanes, rng)
     values, index = golden.topk_bf16(x, k)
-    assert len(out) == 3, f"{len(out)} words"
+    assert len(out) == 3 and sum(seconds) == 1, f"{len(out)} words"
     got_values = np.frombuffer(out[0].to_bytes(16, "little"), np.uint16)[:k]
     got_index = np.frombuffer(b"".join(w.to_bytes(16, "little") for w in out[1:]), np.int32)[:k]
     assert np.array_equal(got_values, values), f"values {got_values} vs {values}"
@@ -135,32 +143,6 @@ def test_max(seed, fn_lanes):
     n = int(rng.integers(1, 60))
     x = bf16(rng, n, ties=seed % 2 == 0)
     x[rng.random(n) < 0.2] = rng.choice([0x0000, 0x8000, 0x7FC1, 0xFFC0])
-    padded = np.concatenate([x, rng.integers(0, 1 << 16, -n % LANES).astype(np.uint16)])
-    dut = RowUnit(WIDTH, fn_lanes)
-    out, seconds = [], []
-
-    async def bench(ctx):
-        ctx.set(dut.op, VaOpcode.MAX)
-        ctx.set(dut.n, n)
-        ctx.set(dut.o.ready, 1)
-        for w in range(len(padded) // LANES):
-            ctx.set(dut.x.payload, int.from_bytes(padded[w * LANES:(w + 1) * LANES].tobytes(),
-                                                  "little"))
-            ctx.set(dut.x.valid, 1)
-            while not ctx.get(dut.x.ready):
-                await ctx.tick()
-            await ctx.tick()
-        ctx.set(dut.x.valid, 0)
-        for _ in range(200):
-            if ctx.get(dut.o.valid):
-                out.append(ctx.get(dut.o.payload))
-            seconds.append(ctx.get(dut.second))
-            ctx.set(dut.writer_done, len(out) >= 1)
-            await ctx.tick()
-
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
+    out, seconds = run_top(VaOpcode.MAX, x, 0, fn_lanes, rng)
     assert len(out) == 1 and not any(seconds), f"{len(out)} words"
     assert out[0] & 0xFFFF == golden.max_bf16(x), f"{out[0] & 0xFFFF:#06x}"

@@ -23,10 +23,10 @@ ROPE        adjacent pairs: 1 (x, cos, sin), results out
 =========== ============================================ ==================================
 
 Every reduction and the element pipeline take ``fn_lanes`` elements a cycle (one bus
-word, ``data_width/16`` elements, by default); the reductions are pipelines with a register after every level of their
-trees. The scalar steps between passes run one operation at a time on one shared
-normaliser, reciprocal, multiplier, adder and rsqrt unit, each a pipeline whose depth the
-step waits out.
+word, ``data_width/16`` elements, by default); the reductions are pipelines with a
+register after every level of their trees. The scalar steps between passes run one
+operation at a time on one shared normaliser, reciprocal, multiplier, adder and rsqrt
+unit, each a pipeline whose depth the step waits out.
 """
 
 import operator

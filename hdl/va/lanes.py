@@ -10,7 +10,7 @@ from golden.va import SUM_INTERLEAVE
 from hdl.codes import VaOpcode
 from hdl.ma.fp import bf16_mul, f32_add_pipelined
 
-__all__ = ["LaneEngine", "f32_to_bf16", "order_key"]
+__all__ = ["LaneEngine", "check_engine", "f32_to_bf16", "order_key"]
 
 _F32_MINUS_ZERO = 0x80000000
 # SUM's loop: the partial sums' read register, the deep adder's five, the partial memory.
@@ -32,6 +32,16 @@ def order_key(bits):
     nan = (b[7:15] == 0xFF) & (b[:7] != 0)
     key = Mux(b[15], 0x7FFF - b[:15], 0x8000 + b)
     return Mux(nan, -1, key.as_signed())
+
+
+def check_engine(lanes, width):
+    """Raise ValueError unless a lane engine of ``width`` lanes can serve ``lanes`` (L):
+    both powers of two, at least 2, ``width`` at most ``lanes``."""
+    for name, value in (("lanes", lanes), ("width", width)):
+        if not isinstance(value, int) or value < 2 or value & (value - 1):
+            raise ValueError(f"{name} must be a power of two >= 2, not {value!r}")
+    if width > lanes:
+        raise ValueError(f"width {width} is more than the {lanes} lanes")
 
 
 class LaneEngine(wiring.Component):
@@ -57,19 +67,20 @@ class LaneEngine(wiring.Component):
 
     SUM (golden.va.sum_bf16) keeps the golden model's D·L binary32 partial sums (D =
     ``SUM_INTERLEAVE``, 8), element i in partial i mod D·L: partial k lives in lane
-    k mod ``width`` of word k // ``width`` of a small memory per lane, so beat b adds to
-    word b mod (D·L/``width``) (read, registered, the five-register adder, written back:
+    k mod ``width`` of word k // ``width`` (two small memories per lane, the even words
+    and the odd ones), so beat b adds to word b mod (D·L/``width``) (read, registered,
+    the five-register adder, written back:
     a loop of seven cycles, shorter than the D·L/``width`` >= D beats before the word
     comes round again). The first D·L/``width`` beats add to +0 instead of the memory
     (which is not reset); after a SUM of fewer beats, steps without a beat (adding -0,
     which changes nothing) write +0 into the rest. Lanes past ``count`` in the last beat
     add -0. Then the golden model's pairwise tree over the D·L partials (partial 2k +
-    partial 2k+1, level by level), one word a cycle with the same adders: reading word a
-    gives the pairs of its adjacent lanes, lane q's adder takes the pair of lanes
-    2(q mod ``width``/2), +1 and writes its sum to word a // 2, the low lanes for even a,
-    the high ones for odd a (a level of one word leaves its ``width``/2 sums in the low
-    lanes of word 0). A level waits only as long as the next one would otherwise read a
-    word before its last write.
+    partial 2k+1, level by level), a word a cycle with the same adders: a combine step
+    reads words 2a and 2a + 1 (one from each memory) and writes word a, lane q the sum of
+    lanes 2q, 2q + 1 of word 2a (q < ``width``/2) or of lanes 2q - ``width``, +1 of word
+    2a + 1 (a level of one word leaves its ``width``/2 sums in the low lanes of word 0).
+    A level waits only as long as the next one would otherwise read a word before its
+    last write.
 
     One output beat follows a SUM: the binary32 sum in lanes 0-1.
 
@@ -81,11 +92,7 @@ class LaneEngine(wiring.Component):
 
     def __init__(self, lanes, width=None):
         width = lanes if width is None else width
-        for name, value in (("lanes", lanes), ("width", width)):
-            if not isinstance(value, int) or value < 2 or value & (value - 1):
-                raise ValueError(f"{name} must be a power of two >= 2, not {value!r}")
-        if width > lanes:
-            raise ValueError(f"width {width} is more than the {lanes} lanes")
+        check_engine(lanes, width)
         self.lanes, self.width = lanes, width
         vec = data.ArrayLayout(16, width)
         super().__init__({
@@ -138,17 +145,18 @@ class LaneEngine(wiring.Component):
         # are not done) to word ``vec``; a combine step reads word ``addr``.
         step = reduce_take | (reduce & (phase == 0) & rest)
         issue = reduce & (phase == 1) & idle
-        level_last = Signal(range(words))     # the last word this level reads
-        level_gap = Signal(range(_SUM_LOOP))  # cycles between its last read and the next
+        level_last = Signal(range(words // 2))    # the last pair this level reads
+        level_gap = Signal(range(_SUM_LOOP))      # cycles between its last read and the next
         with m.Switch(level):
             for lv in range(levels):
-                n = max(1, (partials >> lv) // lanes)
-                # the next level reads word j n + gap + j cycles after this level's first
-                # read; the last write into it comes from read 2j + 1 (or j, n = 1) and
-                # can be read _SUM_LOOP cycles later.
-                gap = _SUM_LOOP - 1 if n == 1 else max(0, _SUM_LOOP - n // 2)
+                n = max(1, (partials >> lv) // lanes)     # words in, read a pair a cycle
+                reads = max(1, n // 2)
+                # read c writes word c of the next level, readable _SUM_LOOP cycles later;
+                # the next level's read j (words 2j, 2j+1: this level's reads 2j, 2j+1, or
+                # read 0 for a single word) comes reads + gap + j cycles after our first.
+                gap = _SUM_LOOP - 1 if n <= 2 else max(0, _SUM_LOOP - reads // 2)
                 with m.Case(lv):
-                    m.d.comb += [level_last.eq(n - 1), level_gap.eq(gap)]
+                    m.d.comb += [level_last.eq(reads - 1), level_gap.eq(gap)]
         with m.If(~idle):
             m.d.sync += wait.eq(wait - 1)
         with m.If(step):
@@ -166,24 +174,30 @@ class LaneEngine(wiring.Component):
                 with m.Else():
                     m.d.sync += wait.eq(level_gap)
 
-        # The partials: one read port for every lane (word ``raddr``), data a cycle later.
-        raddr = Signal(range(words))
-        m.d.comb += raddr.eq(Mux(phase == 1, addr, Mux(phase == 0, vec, 0)))
-        rd, wp = [], []
+        # The partials: two banks a lane, even words and odd words (word w at w // 2 of
+        # bank w mod 2), both read at ``raddr`` (a step's word, or a combine step's pair
+        # 2a, 2a + 1), data a cycle later.
+        raddr = Signal(range(words // 2))
+        m.d.comb += raddr.eq(Mux(phase == 1, addr, Mux(phase == 0, vec >> 1, 0)))
+        rd, wp = ([], []), ([], [])
         for lane in range(lanes):
-            m.submodules[f"part{lane}"] = mem = Memory(shape=32, depth=words, init=[])
-            port = mem.read_port()
-            m.d.comb += port.addr.eq(raddr)
-            rd.append(port.data)
-            wp.append(mem.write_port())
+            for bank in (0, 1):
+                mem = Memory(shape=32, depth=words // 2, init=[])
+                m.submodules[f"part{lane}_{bank}"] = mem
+                port = mem.read_port()
+                m.d.comb += port.addr.eq(raddr)
+                rd[bank].append(port.data)
+                wp[bank].append(mem.write_port())
         # The adder's operands (selects registered, like the read data): a step adds x
         # (or -0) to the partial (+0 in the first steps), a combine step a pair.
-        use_acc, use_pair, first_d = Signal(), Signal(), Signal()
+        use_acc, use_pair, first_d, odd_d = Signal(), Signal(), Signal(), Signal()
         m.d.sync += [use_acc.eq((op == VaOpcode.SUM) & (phase != 1)),
                      use_pair.eq((op == VaOpcode.SUM) & (phase == 1)),
-                     first_d.eq(first)]
-        waddr = Signal(range(words))
-        m.d.sync += waddr.eq(Mux(phase == 1, addr >> 1, vec))
+                     first_d.eq(first), odd_d.eq(vec[0])]
+        waddr = Signal(range(words))                 # the word written (combine: pair a → a)
+        m.d.sync += waddr.eq(Mux(phase == 1, addr, vec))
+        writes = Signal()
+        m.d.sync += writes.eq(step | issue)
         valid0, valid1 = Signal(), Signal()
         m.d.sync += [valid0.eq(take & ~reduce), valid1.eq(valid0)]
         result = Signal(data.ArrayLayout(16, lanes))
@@ -204,14 +218,14 @@ class LaneEngine(wiring.Component):
             in_range = seen + lane < self.count
             adds_x = Signal(name=f"adds_x{lane}")       # a step of a beat, lane in range
             m.d.sync += adds_x.eq(reduce_take & in_range)
-            pair = rd[2 * (lane % half)], rd[2 * (lane % half) + 1]
-            add_a = Mux(use_pair, pair[0], Mux(use_acc, Mux(first_d, 0, rd[lane]), op_a))
+            # a combine step of pair a: lane q of word a sums lanes 2q, 2q + 1 of word 2a
+            # (q < width/2) or 2q - width, 2q - width + 1 of word 2a + 1
+            src = rd[lane >= half]
+            pair = src[2 * (lane % half)], src[2 * (lane % half) + 1]
+            mine = Mux(odd_d, rd[1][lane], rd[0][lane])
+            add_a = Mux(use_pair, pair[0], Mux(use_acc, Mux(first_d, 0, mine), op_a))
             add_b = Mux(use_pair, pair[1],
                         Mux(use_acc, Mux(adds_x, Cat(Const(0, 16), a0), _F32_MINUS_ZERO), op_b))
-            # a combine step of word a writes the low lanes of word a // 2 (a even) or
-            # the high ones (a odd)
-            writes = Signal(name=f"writes{lane}")
-            m.d.sync += writes.eq(step | (issue & (addr[0] == (lane >= half))))
             if lane == 0:
                 total, carried = f32_add_pipelined(m, add_a, add_b, name=f"add{lane}", deep=True,
                                                    carry={"w": writes, "v": valid1, "a": waddr})
@@ -219,8 +233,11 @@ class LaneEngine(wiring.Component):
             else:
                 total, carried = f32_add_pipelined(m, add_a, add_b, name=f"add{lane}",
                                                    carry={"w": writes}, deep=True)
-            m.d.comb += [wp[lane].addr.eq(write_addr), wp[lane].data.eq(total),
-                         wp[lane].en.eq(carried["w"] & reduce)]
+            for bank in (0, 1):
+                m.d.comb += [wp[bank][lane].addr.eq(write_addr >> 1),
+                             wp[bank][lane].data.eq(total),
+                             wp[bank][lane].en.eq(carried["w"] & reduce
+                                                  & (write_addr[0] == bank))]
             raw = Signal(32, name=f"raw{lane}")
             m.d.sync += raw.eq(total)
             m.d.comb += result[lane].eq(f32_to_bf16(raw))
@@ -228,7 +245,7 @@ class LaneEngine(wiring.Component):
 
         emit = reduce & (phase == 2) & idle
         m.d.comb += [out_fifo.w_en.eq(raw_valid | emit),
-                     out_fifo.w_data.eq(Mux(emit, rd[0], result))]
+                     out_fifo.w_data.eq(Mux(emit, rd[0][0], result))]
         # free: - a beat taken, + a beat read out
         read = self.o.valid & self.o.ready
         with m.If((take & ~reduce) & ~read):

@@ -10,7 +10,7 @@ from golden.va import SUM_INTERLEAVE
 from hdl.codes import VaOpcode
 from hdl.ma.fp import bf16_mul, f32_add_pipelined
 
-__all__ = ["LaneEngine", "check_engine", "f32_to_bf16", "order_key"]
+__all__ = ["LaneEngine", "check_engine", "f32_to_bf16"]
 
 _F32_MINUS_ZERO = 0x80000000
 # SUM's loop: the partial sums' read register, the deep adder's five, the partial memory.
@@ -24,14 +24,6 @@ def f32_to_bf16(value):
     """binary32 bits → bf16 bits, nearest even. Correct for every value the MA's units
     produce: normals, zeros, infinities and the canonical NaN (which stays 0x7FC0)."""
     return (value + 0x7FFF + value[16])[16:32]
-
-
-def order_key(bits):
-    """Signed key that orders bf16 values: -0 == +0, NaN (key -1) below everything."""
-    b = Mux(bits == 0x8000, 0, bits)
-    nan = (b[7:15] == 0xFF) & (b[:7] != 0)
-    key = Mux(b[15], 0x7FFF - b[:15], 0x8000 + b)
-    return Mux(nan, -1, key.as_signed())
 
 
 def check_engine(lanes, width):
@@ -133,7 +125,7 @@ class LaneEngine(wiring.Component):
         rest = Signal()                   # every beat taken
         vec = Signal(range(words))        # SUM: the word of the next step (b mod words)
         first = Signal(init=1)            # SUM: the first ``words`` steps (from +0)
-        addr = Signal(range(words))       # SUM: the word the next combine step reads
+        addr = Signal(range(words // 2))  # SUM: the pair of words the next combine step reads
         accumulating = reduce & (phase == 0) & ~rest
         take = Signal()
         m.d.comb += take.eq(Mux(reduce, accumulating & self.x.valid, have & (free != 0)))
@@ -226,17 +218,16 @@ class LaneEngine(wiring.Component):
             add_a = Mux(use_pair, pair[0], Mux(use_acc, Mux(first_d, 0, mine), op_a))
             add_b = Mux(use_pair, pair[1],
                         Mux(use_acc, Mux(adds_x, Cat(Const(0, 16), a0), _F32_MINUS_ZERO), op_b))
-            if lane == 0:
+            if lane == 0:       # lane 0 carries the write, the word and the output's valid
                 total, carried = f32_add_pipelined(m, add_a, add_b, name=f"add{lane}", deep=True,
                                                    carry={"w": writes, "v": valid1, "a": waddr})
-                raw_valid_in, write_addr = carried["v"], carried["a"]
+                raw_valid_in, write_addr, write_en = carried["v"], carried["a"], carried["w"]
             else:
-                total, carried = f32_add_pipelined(m, add_a, add_b, name=f"add{lane}",
-                                                   carry={"w": writes}, deep=True)
+                total, _ = f32_add_pipelined(m, add_a, add_b, name=f"add{lane}", deep=True)
             for bank in (0, 1):
                 m.d.comb += [wp[bank][lane].addr.eq(write_addr >> 1),
                              wp[bank][lane].data.eq(total),
-                             wp[bank][lane].en.eq(carried["w"] & reduce
+                             wp[bank][lane].en.eq(write_en & reduce
                                                   & (write_addr[0] == bank))]
             raw = Signal(32, name=f"raw{lane}")
             m.d.sync += raw.eq(total)

@@ -50,7 +50,7 @@ from hdl.va.functions import (
     recip_f32,
     rsqrt_f32,
 )
-from hdl.va.lanes import f32_to_bf16, order_key
+from hdl.va.lanes import f32_to_bf16
 from hdl.va.narrow import WidthAdapter, check_fn_lanes
 
 __all__ = ["ROW_OPCODES", "RowUnit", "RopeLanes", "MAX_K"]
@@ -68,6 +68,14 @@ class Entry(data.StructLayout):
     """A candidate of a max / top-k: key (order of values; -2 for none), value, index."""
     def __init__(self):
         super().__init__({"key": range(-2, 0x10000), "value": 16, "index": range(MAX_LENGTH)})
+
+
+def order_key(bits):
+    """Signed key that orders bf16 values: -0 == +0, NaN (key -1) below everything."""
+    b = Mux(bits == 0x8000, 0, bits)
+    nan = (b[7:15] == 0xFF) & (b[:7] != 0)
+    key = Mux(b[15], 0x7FFF - b[:15], 0x8000 + b)
+    return Mux(nan, -1, key.as_signed())
 
 
 def _better(a, b):

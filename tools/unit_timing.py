@@ -14,7 +14,10 @@ resources of the whole run (the wrapper's flip-flops: ``inputs + 2 · outputs``)
 and nextpnr's critical path, and writes ``build/unit-timing/UNIT/`` (``top.sdf``:
 ``python -m sim.timing_paths build/unit-timing/UNIT/top.sdf`` lists the worst path into
 each part of the unit). UNIT is one of the units as ``v4hw build va --board ulx3s-85f``
-builds them (L=32, DATA_WIDTH=128, FN_LANES=2, small products in logic).
+builds them (L=32, DATA_WIDTH=128, FN_LANES=2, small products in logic), or one of two
+fabric references: ``mul18`` (one 18×18 product, a MULT18X18D between the wrapper's
+registers) and ``bram`` (a 1 024 × 16 block RAM, its read data into the output register):
+what the ECP5 allows a path through those primitives when routing is short.
 """
 
 import argparse
@@ -41,6 +44,37 @@ def _ext_adapter():
                         lambda parts: Cat(*parts))
 
 
+class Product18(wiring.Component):
+    """``p = a · b``, 18 × 18 bits unsigned, no register: one MULT18X18D."""
+
+    a: In(18)
+    b: In(18)
+    p: Out(36)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.d.comb += self.p.eq(self.a * self.b)
+        return m
+
+
+class BlockRam(wiring.Component):
+    """A 1 024 × 16 memory (one DP16KD): a write port and a synchronous read port."""
+
+    addr: In(10)
+    data: In(16)
+    write: In(1)
+    q: Out(16)
+
+    def elaborate(self, platform):
+        from amaranth.lib.memory import Memory
+        m = Module()
+        m.submodules.mem = mem = Memory(shape=16, depth=1024, init=[])
+        w, r = mem.write_port(), mem.read_port()
+        m.d.comb += [w.addr.eq(self.addr), w.data.eq(self.data), w.en.eq(self.write),
+                     r.addr.eq(self.addr), self.q.eq(r.data)]
+        return m
+
+
 def _units():
     from hdl.va.extfunc import ExtUnit
     from hdl.va.functions import UnaryUnit
@@ -53,6 +87,8 @@ def _units():
         "rows": lambda: RowUnit(WIDTH, FN_LANES),
         "adapter": _ext_adapter,
         "engine": lambda: LaneEngine(LANES, WIDTH // 16),
+        "mul18": Product18,
+        "bram": BlockRam,
     }
 
 

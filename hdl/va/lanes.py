@@ -100,10 +100,9 @@ class LaneEngine(wiring.Component):
         m = Module()
         lanes = self.width
         # The operation, decoded into registers (``op`` fans out to every lane).
-        is_add, scale, two, reduce = Signal(), Signal(), Signal(), Signal()
+        two, reduce = Signal(), Signal()
         op = self.op
-        m.d.sync += [is_add.eq(op == VaOpcode.ADD), scale.eq(op == VaOpcode.SCALE),
-                     two.eq((op == VaOpcode.ADD) | (op == VaOpcode.MUL)),
+        m.d.sync += [two.eq((op == VaOpcode.ADD) | (op == VaOpcode.MUL)),
                      reduce.eq(op == VaOpcode.SUM)]
 
         m.submodules.fifo = out_fifo = fifo.SyncFIFOBuffered(width=16 * lanes,
@@ -182,10 +181,19 @@ class LaneEngine(wiring.Component):
                 wp[bank].append(mem.write_port())
         # The adder's operands (selects registered, like the read data): a step adds x
         # (or -0) to the partial (+0 in the first steps), a combine step a pair.
-        use_acc, use_pair, first_d, odd_d = Signal(), Signal(), Signal(), Signal()
-        m.d.sync += [use_acc.eq((op == VaOpcode.SUM) & (phase != 1)),
-                     use_pair.eq((op == VaOpcode.SUM) & (phase == 1)),
-                     first_d.eq(first), odd_d.eq(vec[0])]
+        # Each lane has its own copy of these registers (kept apart through synthesis):
+        # one copy for all would drive every lane's 64 operand bits across the unit.
+        selects = {"use_acc": (op == VaOpcode.SUM) & (phase != 1),
+                   "use_pair": (op == VaOpcode.SUM) & (phase == 1),
+                   "first_d": first, "odd_d": vec[0], "is_add": op == VaOpcode.ADD,
+                   "scale": op == VaOpcode.SCALE}
+
+        def lane_copies(lane):
+            regs = {}
+            for name, value in selects.items():
+                regs[name] = Signal(name=f"{name}{lane}", attrs={"keep": 1})
+                m.d.sync += regs[name].eq(value)
+            return regs
         waddr = Signal(range(words))                 # the word written (combine: pair a → a)
         m.d.sync += waddr.eq(Mux(phase == 1, addr, vec))
         writes = Signal()
@@ -196,8 +204,9 @@ class LaneEngine(wiring.Component):
         raw_valid = Signal()
         half = lanes // 2
         for lane in range(lanes):
+            sel = lane_copies(lane)
             a = self.x.payload[lane]
-            b = Mux(scale, self.scalar, self.y.payload[lane])
+            b = Mux(sel["scale"], self.scalar, self.y.payload[lane])
             # Stage 0: the product of the significands (a multiplier block of its own).
             a0, b0 = Signal(16, name=f"a0_{lane}"), Signal(16, name=f"b0_{lane}")
             sig = Signal(16, name=f"sig{lane}")
@@ -205,8 +214,8 @@ class LaneEngine(wiring.Component):
             # Stage 1: the adder's operands.
             product = bf16_mul(m, a0, b0, name=f"mul{lane}", product=sig)
             op_a, op_b = Signal(32, name=f"opa{lane}"), Signal(32, name=f"opb{lane}")
-            m.d.sync += [op_a.eq(Mux(is_add, Cat(Const(0, 16), a0), product)),
-                         op_b.eq(Mux(is_add, Cat(Const(0, 16), b0), _F32_MINUS_ZERO))]
+            m.d.sync += [op_a.eq(Mux(sel["is_add"], Cat(Const(0, 16), a0), product)),
+                         op_b.eq(Mux(sel["is_add"], Cat(Const(0, 16), b0), _F32_MINUS_ZERO))]
             in_range = seen + lane < self.count
             adds_x = Signal(name=f"adds_x{lane}")       # a step of a beat, lane in range
             m.d.sync += adds_x.eq(reduce_take & in_range)
@@ -214,10 +223,12 @@ class LaneEngine(wiring.Component):
             # (q < width/2) or 2q - width, 2q - width + 1 of word 2a + 1
             src = rd[lane >= half]
             pair = src[2 * (lane % half)], src[2 * (lane % half) + 1]
-            mine = Mux(odd_d, rd[1][lane], rd[0][lane])
-            add_a = Mux(use_pair, pair[0], Mux(use_acc, Mux(first_d, 0, mine), op_a))
-            add_b = Mux(use_pair, pair[1],
-                        Mux(use_acc, Mux(adds_x, Cat(Const(0, 16), a0), _F32_MINUS_ZERO), op_b))
+            mine = Mux(sel["odd_d"], rd[1][lane], rd[0][lane])
+            add_a = Mux(sel["use_pair"], pair[0],
+                        Mux(sel["use_acc"], Mux(sel["first_d"], 0, mine), op_a))
+            add_b = Mux(sel["use_pair"], pair[1],
+                        Mux(sel["use_acc"], Mux(adds_x, Cat(Const(0, 16), a0), _F32_MINUS_ZERO),
+                            op_b))
             if lane == 0:       # lane 0 carries the write, the word and the output's valid
                 total, carried = f32_add_pipelined(m, add_a, add_b, name=f"add{lane}", deep=True,
                                                    carry={"w": writes, "v": valid1, "a": waddr})

@@ -99,7 +99,8 @@ class LaneEngine(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         lanes = self.width
-        # The operation, decoded into registers (``op`` fans out to every lane).
+        # The operation's control, decoded into registers (the lanes' selects have
+        # their own copies, below).
         two, reduce = Signal(), Signal()
         op = self.op
         m.d.sync += [two.eq((op == VaOpcode.ADD) | (op == VaOpcode.MUL)),

@@ -8,7 +8,7 @@ matches it bit for bit. It models results, not cycles.
 - :func:`gemm_bf16`: bf16 operands, binary32 products and sums, accumulated sequentially
   in increasing k with the MA's flush-to-zero and canonical-NaN rules (see
   :mod:`golden.fp`).
-- :func:`gemm`: either, chosen by :class:`hdl.codes.MaMode`.
+- :func:`gemm`: either, chosen by :class:`spec.codes.MaMode`.
 - TAT (tile address translation): :class:`TatEntry`, :func:`tat_check`,
   :func:`tat_translate`, :func:`tat_covers`.
 - Memory layout of A, B and C (row-major, row stride in bytes, little-endian elements):
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hdl.codes import ErrorCode, MaMode
+from spec.codes import ErrorCode, MaMode
 
 from .fp import bf16_mul, f32_add
 

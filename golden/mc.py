@@ -28,7 +28,7 @@ docstrings.
 
 from dataclasses import dataclass, field
 
-from hdl.codes import ErrorCode, McOp
+from spec.codes import ErrorCode, McOp
 
 __all__ = ["ADDR_LIMIT", "LINE_BYTES", "check_request", "word_span", "lines_of",
            "ByteMemoryModel", "ReadToken", "arbiter_grant_bound", "arbiter_wait_bound"]

@@ -9,7 +9,7 @@ cycle), an algorithm independent of the RTL's walk; the tests compare every answ
 
 from dataclasses import dataclass
 
-from hdl.codes import MUON_HOP_CYCLES, MUON_INJECT_CYCLES, MuonPort
+from spec.codes import MUON_HOP_CYCLES, MUON_INJECT_CYCLES, MuonPort
 
 __all__ = ["INJECT", "Link", "xy_route", "path_links", "hops", "zero_load_latency",
            "is_stale", "Answer", "Reservation", "ReservationModel", "decision_lead",

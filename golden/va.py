@@ -102,7 +102,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hdl.codes import ErrorCode, VaOpcode
+from spec.codes import ErrorCode, VaOpcode
 
 from .fp import bf16_mul, f32_add, float_to_bf16_rne
 

@@ -23,9 +23,9 @@ import cocotb
 import numpy as np
 
 from golden.ma import TatEntry
-from hdl.codes import MaMode
 from sim.ma_driver import MaBench
 from sim.seed import test_seed
+from spec.codes import MaMode
 
 __all__ = ["LATENCY", "SHAPE", "SUMMARY_VARIABLE"]
 

@@ -47,9 +47,9 @@ from cocotbext.axi.sparse_memory import SparseMemory
 
 from golden.ma import TAT_ENTRIES, TatEntry, pack_matrix, tat_check, tat_first_uncovered, unpack_matrix
 from golden.ma import gemm as golden_gemm
-from hdl.codes import ErrorCode, MaMode
 from hdl.ma import regmap
 from hdl.top.ma import caps_word
+from spec.codes import ErrorCode, MaMode
 
 from .regs import Registers
 

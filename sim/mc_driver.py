@@ -31,9 +31,9 @@ from cocotb.triggers import FallingEdge, RisingEdge
 from cocotbext.axi import AxiBus, AxiLiteBus, AxiLiteMaster
 
 from golden.mc import ByteMemoryModel, check_request, word_span
-from hdl.codes import BlockId, ErrorCode, McOp
 from hdl.mc import regmap
 from hdl.mc.channel import RequestLayout, ResponseLayout, WriteWordLayout
+from spec.codes import BlockId, ErrorCode, McOp
 
 from .ma_driver import PERIOD_NS, GmemModel, Timing, random_pauses
 from .regs import Registers

@@ -26,9 +26,9 @@ import cocotb
 from cocotb.triggers import RisingEdge, Timer
 
 from golden.muon import hops
-from hdl.codes import TrafficClass
 from sim.muon_driver import PERIOD_NS, MuonBench
 from sim.muon_traffic import PATTERNS, STATS, zero_load_packet
+from spec.codes import TrafficClass
 
 COLS = int(os.environ.get("V4HW_MUON_COLS", "4"))
 ROWS = int(os.environ.get("V4HW_MUON_ROWS", "4"))

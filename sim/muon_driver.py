@@ -34,10 +34,10 @@ from cocotb.triggers import FallingEdge, RisingEdge
 from cocotbext.axi import AxiLiteBus, AxiLiteMaster
 
 from golden.muon import BAD_REQUEST, ReservationModel, is_stale, zero_load_latency
-from hdl.codes import BlockId, ErrorCode, MuonVc
 from hdl.muon import regmap
 from hdl.muon.layouts import DropLayout, FlitLayout
 from hdl.top.muon import caps_word
+from spec.codes import BlockId, ErrorCode, MuonVc
 
 from .muon_capture import write_capture
 from .regs import Registers

@@ -48,7 +48,6 @@ from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
 from golden.muon import zero_load_latency
-from hdl.codes import MuonVc, TrafficClass
 from hdl.muon.layouts import (
     COORD_BITS,
     FLIT_DATA_BITS,
@@ -57,6 +56,7 @@ from hdl.muon.layouts import (
     FlitLayout,
 )
 from hdl.top.muon import MuonTop
+from spec.codes import MuonVc, TrafficClass
 
 __all__ = ["MuonBenchTop", "STATS", "PATTERNS", "QUEUE", "zero_load_packet"]
 

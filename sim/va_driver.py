@@ -18,9 +18,9 @@ from cocotb.triggers import FallingEdge, First, RisingEdge, Timer
 from cocotbext.axi import AxiBus, AxiLiteBus, AxiLiteMaster
 
 from golden.va import MemoryWindow, execute
-from hdl.codes import BlockId, ErrorCode
 from hdl.top.va import caps_word
 from hdl.va import regmap
+from spec.codes import BlockId, ErrorCode
 
 from .ma_driver import PERIOD_NS, GmemModel, Timing, random_pauses
 from .regs import Registers

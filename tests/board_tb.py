@@ -14,10 +14,10 @@ from cocotb.triggers import ClockCycles
 import hdl.ma.regmap as regmap
 from golden.ma import gemm as golden_gemm
 from golden.ma import pack_matrix, unpack_matrix
-from hdl.codes import BlockId, MaMode
 from sim.regs import Registers
 from sim.seed import test_seed
 from sim.uart_host import BridgeHost, CocotbUart
+from spec.codes import BlockId, MaMode
 
 DIVISOR = 4          # must match tests/test_board_cocotb.py
 MEM_BYTES = 16 * 1024

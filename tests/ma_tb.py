@@ -13,11 +13,11 @@ import numpy as np
 
 from golden.ma import TatEntry, unpack_matrix
 from golden.ma import gemm as golden_gemm
-from hdl.codes import ErrorCode, MaMode
 from hdl.common.axi import AxiResp
 from hdl.top.ma import MA_VERSION
 from sim.ma_driver import PAGE, Command, ErrorRange, MaBench, element_size
 from sim.seed import test_seed
+from spec.codes import ErrorCode, MaMode
 
 ICARUS = cocotb.SIM_NAME.lower().startswith("icarus")
 P = 8

@@ -10,13 +10,13 @@ import os
 
 import cocotb
 
-from hdl.codes import ErrorCode, McOp, TrafficClass
 from hdl.mc.core import OUTSTANDING
 from hdl.mc.frontend import MAX_BURST
 from hdl.top.mc import MC_VERSION, caps_word
 from sim.ma_driver import ErrorRange
 from sim.mc_driver import McBench
 from sim.seed import test_seed
+from spec.codes import ErrorCode, McOp, TrafficClass
 
 ICARUS = cocotb.SIM_NAME.lower().startswith("icarus")
 CLASSES = list(TrafficClass)

@@ -12,11 +12,11 @@ import os
 import cocotb
 
 from golden.muon import hops
-from hdl.codes import TrafficClass
 from hdl.common.axi import AxiResp
 from hdl.top.muon import MUON_VERSION
 from sim.muon_driver import MuonBench
 from sim.seed import test_seed
+from spec.codes import TrafficClass
 
 ICARUS = cocotb.SIM_NAME.lower().startswith("icarus")
 COLS = int(os.environ.get("V4HW_MUON_COLS", "2"))

@@ -15,12 +15,12 @@ import hdl.ma.regmap as regmap
 from hdl.board.axi_ram import AxiRam
 from hdl.board.bridge import BridgeOp, BridgeStatus, UartBridge
 from hdl.board.uart import UartRx, UartTx
-from hdl.codes import BlockId
 from hdl.common.axi import AxiResp
 from hdl.common.regblock import RegisterBlock
 from sim.regs import Registers
 from sim.seed import test_seed
 from sim.uart_host import AmaranthUart, BridgeHost, encode_request, reply_length
+from spec.codes import BlockId
 
 DIVISOR = 4
 MEM_BYTES = 1024

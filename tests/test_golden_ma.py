@@ -42,7 +42,7 @@ from golden.ma import (
     tat_translate,
     unpack_matrix,
 )
-from hdl.codes import ErrorCode, MaMode
+from spec.codes import ErrorCode, MaMode
 
 
 def seeds(n):

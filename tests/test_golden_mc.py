@@ -6,7 +6,7 @@ import random
 import pytest
 
 from golden.mc import ADDR_LIMIT, ByteMemoryModel, check_request, lines_of, word_span
-from hdl.codes import ErrorCode, McOp
+from spec.codes import ErrorCode, McOp
 
 
 @pytest.mark.parametrize("addr, length, code", [

@@ -18,8 +18,8 @@ from golden.muon import (
     xy_route,
     zero_load_latency,
 )
-from hdl.codes import MUON_HOP_CYCLES, MuonPort
 from sim.seed import test_seed
+from spec.codes import MUON_HOP_CYCLES, MuonPort
 
 
 def test_xy_path_goes_along_the_row_first():

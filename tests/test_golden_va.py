@@ -46,7 +46,7 @@ from golden.va import (
     sum_bf16,
     topk_bf16,
 )
-from hdl.codes import ErrorCode, VaOpcode
+from spec.codes import ErrorCode, VaOpcode
 
 ALL_BF16 = np.arange(65536, dtype=np.uint32).astype(np.uint16)
 

@@ -9,8 +9,8 @@ import pytest
 from amaranth.sim import Simulator
 
 from golden.ma import gemm, pack_matrix, unpack_matrix
-from hdl.codes import ErrorCode, MaMode
 from hdl.ma.core import MatrixCore
+from spec.codes import ErrorCode, MaMode
 
 MEM_BYTES = 1 << 17
 

@@ -16,8 +16,8 @@ import pytest
 from amaranth.sim import Simulator
 
 from golden.mc import ByteMemoryModel, check_request, word_span
-from hdl.codes import ErrorCode, McOp, TrafficClass
 from hdl.mc.core import McCore
+from spec.codes import ErrorCode, McOp, TrafficClass
 
 DEPTHS = dict(req_depth=2, wdata_depth=4, resp_depth=8)
 BASE, SPAN = 0x1_0000, 0x400

@@ -13,10 +13,10 @@ Properties, in every cycle up to ``STEPS``:
 import pytest
 from amaranth.hdl import Assert, Assume, Mux, Signal
 
-from hdl.codes import MuonVc
 from hdl.muon.layouts import FlitLayout
 from hdl.muon.router import PORTS, InputUnit, OutputUnit
 from sim.formal import harness_module, prove
+from spec.codes import MuonVc
 
 BE_DEPTH, RSV_DEPTH = 2, 4
 STEPS = 14     # > the 4-cycle credit loop times the larger depth

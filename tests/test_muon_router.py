@@ -18,10 +18,10 @@ output. Checked:
 
 from amaranth.sim import Simulator
 
-from hdl.codes import MUON_HOP_CYCLES, MuonPort, TrafficClass
 from hdl.muon.router import Router
 from sim.muon_driver import FLIT
 from sim.seed import test_seed
+from spec.codes import MUON_HOP_CYCLES, MuonPort, TrafficClass
 
 BE_DEPTH, STARVE = 8, 4
 TARGET = (1, 0)

@@ -21,10 +21,10 @@ from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
 import hdl.ma.regmap as regmap
-from hdl.codes import BlockId, ErrorCode, MaMode
 from hdl.common.axi import AXI4LiteSignature, AXI4Signature, AxiResp, connect_flat, flat_members
 from hdl.common.regblock import RegisterBlock
 from sim.regs import RegisterAccessError, Registers
+from spec.codes import BlockId, ErrorCode, MaMode
 
 ORDERS = ("together", "aw_first", "w_first")
 TIMEOUT = 50  # cycles a handshake may wait before the test fails

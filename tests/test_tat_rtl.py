@@ -11,7 +11,6 @@ from amaranth.sim import Simulator
 
 from golden.ma import TatEntry, tat_check
 from golden.ma import tat_translate as golden_translate
-from hdl.codes import ErrorCode
 from hdl.common.rowio import ADDR_BITS
 from hdl.common.tat import (
     TAT_ENTRIES,
@@ -21,6 +20,7 @@ from hdl.common.tat import (
     tat_select,
     tat_translate,
 )
+from spec.codes import ErrorCode
 
 
 class Lookup(wiring.Component):

@@ -11,8 +11,8 @@ from amaranth.hdl import Module, Signal, signed
 from amaranth.sim import Simulator
 
 from golden import va as golden
-from hdl.codes import VaOpcode
 from hdl.va import extfunc
+from spec.codes import VaOpcode
 
 from .test_va_functions import check, inputs, stream_words, unpack
 

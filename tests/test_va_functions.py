@@ -12,8 +12,8 @@ from amaranth.hdl import Module, Signal
 from amaranth.sim import Simulator
 
 from golden import va as golden
-from hdl.codes import VaOpcode
 from hdl.va import functions
+from spec.codes import VaOpcode
 
 EDGES = [0x00000000, 0x80000000, 0x00800000, 0x80800000, 0x007FFFFF, 0x7F7FFFFF, 0xFF7FFFFF,
          0x7F800000, 0xFF800000, 0x7FC00000, 0xFF800001, 0x3F800000, 0xBF800000, 0x3FFFFFFF,

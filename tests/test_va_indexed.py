@@ -16,9 +16,9 @@ import pytest
 from amaranth.sim import Simulator
 
 from golden.va import MemoryWindow, VaCommand, execute
-from hdl.codes import ErrorCode, VaOpcode
 from hdl.va.core import VaCommandLayout, VectorCore
 from hdl.va.indexed import IndexedMover, IndexLimits
+from spec.codes import ErrorCode, VaOpcode
 
 WIDTH = 64
 BB = WIDTH // 8

@@ -9,8 +9,8 @@ from amaranth.sim import Simulator
 
 from golden import va as golden
 from golden.fp import float_to_bf16_rne
-from hdl.codes import VaOpcode
 from hdl.va.lanes import LaneEngine, check_engine
+from spec.codes import VaOpcode
 
 LANES = 8
 

@@ -12,12 +12,12 @@ from amaranth.lib import wiring
 from amaranth.sim import Simulator
 
 from golden import va as golden
-from hdl.codes import VaOpcode
 from hdl.top.va import caps_word
 from hdl.va.core import check_parameters
 from hdl.va.extfunc import ExtUnit
 from hdl.va.narrow import WidthAdapter, check_fn_lanes
 from sim.cli import UsageError, elaborate, parse_params
+from spec.codes import VaOpcode
 
 WIDTH = 128
 

@@ -10,8 +10,8 @@ import pytest
 from amaranth.sim import Simulator
 
 from golden import va as golden
-from hdl.codes import VaOpcode
 from hdl.va.rows import RopeLanes, RowUnit
+from spec.codes import VaOpcode
 
 WIDTH = 128
 LANES = WIDTH // 16

@@ -13,9 +13,9 @@ import numpy as np
 
 from golden.fp import float_to_bf16_rne
 from golden.va import VaCommand, clamp_scalar
-from hdl.codes import ErrorCode, VaOpcode
 from sim.seed import test_seed
 from sim.va_driver import VaBench
+from spec.codes import ErrorCode, VaOpcode
 
 ICARUS = cocotb.SIM_NAME.lower().startswith("icarus")
 L = int(os.environ.get("V4HW_VA_LANES", "32"))     # the DUT's L (tests/test_va_cocotb.py)

@@ -13,11 +13,11 @@ import cocotb
 import numpy as np
 
 from golden.va import SUM_INTERLEAVE, VaCommand
-from hdl.codes import ErrorCode, VaOpcode
 from hdl.va.core import RTL_OPCODES
 from sim.ma_driver import ErrorRange
 from sim.seed import test_seed
 from sim.va_driver import VaBench
+from spec.codes import ErrorCode, VaOpcode
 
 ICARUS = cocotb.SIM_NAME.lower().startswith("icarus")
 L = int(os.environ.get("V4HW_VA_LANES", "32"))     # the DUT's L (tests/test_va_cocotb.py)

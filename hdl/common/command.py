@@ -4,7 +4,7 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.codes import ErrorCode
+from spec.codes import ErrorCode
 
 __all__ = ["CommandStatus"]
 

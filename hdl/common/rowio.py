@@ -11,9 +11,9 @@ from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
-from hdl.codes import ErrorCode
 from hdl.common.memport import BurstLayout, ReadDataLayout, WriteDataLayout, WriteRespLayout
 from hdl.common.tat import TatTableLayout, tat_covers, tat_masks, tat_select
+from spec.codes import ErrorCode
 
 __all__ = ["ADDR_BITS", "MAX_ROW_BYTES", "ErrorReport", "RowBeatLayout", "RowCommandLayout",
            "RowWriteLayout", "RowReader", "RowWriter"]

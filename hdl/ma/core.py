@@ -26,7 +26,6 @@ from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.codes import ErrorCode, MaMode
 from hdl.common.memport import MemPortSignature
 from hdl.common.rowio import ErrorReport, RowReader, RowWriter
 from hdl.common.tat import TatTableLayout, tat_entry_ok
@@ -37,6 +36,7 @@ from hdl.ma.layouts import MAX_DIM, MaCommandLayout, RowTag, check_parameters
 from hdl.ma.loads import LoadSequencer
 from hdl.ma.results import ResultPath
 from hdl.ma.walk import TatWalk
+from spec.codes import ErrorCode, MaMode
 
 __all__ = ["MAX_DIM", "MaCommandLayout", "MatrixCore", "check_parameters"]
 

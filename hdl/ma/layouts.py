@@ -4,8 +4,8 @@ from amaranth.hdl import Mux
 from amaranth.lib import data
 from amaranth.utils import exact_log2
 
-from hdl.codes import MaMode
 from hdl.ma.fp import F32_ADD_STAGES
+from spec.codes import MaMode
 
 __all__ = ["MAX_DIM", "INTERLEAVE", "ROW_BYTES", "DEST_A", "DEST_B", "DEST_C", "MaCommandLayout",
            "RowTag", "StepRequestLayout", "check_parameters", "element_shift", "tile_counts",

@@ -31,8 +31,8 @@ REGISTERS = (
             {"name": "VERSION", "lsb": 0, "width": 16, "access": "RO", "reset": None,
              "description": "Version of the block's register interface."},
             {"name": "BLOCK", "lsb": 16, "width": 16, "access": "RO", "reset": None,
-             "description": ("Block identifier, a value of hdl.codes.BlockId (0x4D41 for the "
-                             "MA).")},
+             "description": ("Block identifier, a value of spec.codes.BlockId (0x4D41 for "
+                             "the MA).")},
         ),
     },
     {
@@ -76,7 +76,7 @@ REGISTERS = (
                         "next accepted START."),
         "fields": (
             {"name": "CODE", "lsb": 0, "width": 8, "access": "RO", "reset": None,
-             "description": ("A value of hdl.codes.ErrorCode (0 NONE, 1 BAD_COMMAND, 2 "
+             "description": ("A value of spec.codes.ErrorCode (0 NONE, 1 BAD_COMMAND, 2 "
                              "MISALIGNED, 3 TAT_MISS, 4 BAD_TAT, 5 AXI_READ_ERROR, 6 "
                              "AXI_WRITE_ERROR; blocks add codes from 16 up).")},
         ),
@@ -129,7 +129,7 @@ REGISTERS = (
         "description": "Arithmetic of the next command; sampled at START.",
         "fields": (
             {"name": "MODE", "lsb": 0, "width": 2, "access": "RW", "reset": 0x0,
-             "description": ("Operand type, a value of hdl.codes.MaMode: 0 int8 (int32 "
+             "description": ("Operand type, a value of spec.codes.MaMode: 0 int8 (int32 "
                              "sums), 1 bf16 (binary32 sums). Other values are refused at "
                              "START with ERROR = BAD_COMMAND.")},
             {"name": "ACCUMULATE", "lsb": 4, "width": 1, "access": "RW", "reset": 0x0,

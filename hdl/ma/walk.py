@@ -4,10 +4,10 @@ from amaranth.hdl import Cat, Const, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.codes import ErrorCode
 from hdl.common.rowio import ADDR_BITS, ErrorReport
 from hdl.common.tat import TatTableLayout, tat_covers, tat_masks
 from hdl.ma.layouts import MAX_DIM, MaCommandLayout, element_shift
+from spec.codes import ErrorCode
 
 __all__ = ["TatWalk"]
 

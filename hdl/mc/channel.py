@@ -20,8 +20,8 @@ __all__ = ["check", "LENGTH_BITS", "ID_BITS", "CLASS_BITS", "ERROR_BITS", "Reque
 
 LENGTH_BITS = 16   # request length in bytes, 1..65535 (0 is refused)
 ID_BITS = 8        # request id, echoed in every response item
-CLASS_BITS = 3     # traffic class (hdl.codes.TrafficClass: 7, 5, 3)
-ERROR_BITS = 3     # hdl.codes.ErrorCode of a response item (0 NONE, 1, 5, 6 used)
+CLASS_BITS = 3     # traffic class (spec.codes.TrafficClass: 7, 5, 3)
+ERROR_BITS = 3     # spec.codes.ErrorCode of a response item (0 NONE, 1, 5, 6 used)
 MAX_DEPTH = 256
 
 
@@ -43,7 +43,7 @@ def check_depth(name, depth):
 
 
 class RequestLayout(data.StructLayout):
-    """A client request: ``op`` (hdl.codes.McOp: 0 read, 1 write), byte ``addr`` (48
+    """A client request: ``op`` (spec.codes.McOp: 0 read, 1 write), byte ``addr`` (48
     bits), ``length`` in bytes, traffic class ``cls``, and an ``id`` echoed in the
     response."""
 

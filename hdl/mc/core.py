@@ -6,8 +6,8 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
-from hdl.codes import ErrorCode
 from hdl.common.memport import MemPortSignature
+from spec.codes import ErrorCode
 
 from .arbiter import ClassArbiter
 from .channel import ID_BITS, ClientChannelSignature, ResponseLayout, check

@@ -5,8 +5,8 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
-from hdl.codes import ErrorCode, McOp
 from hdl.common.memport import PHYS_ADDR_BITS
+from spec.codes import ErrorCode, McOp
 
 from .channel import (
     CLASS_BITS,

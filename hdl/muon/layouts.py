@@ -10,7 +10,7 @@ from amaranth.hdl import unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.codes import MuonVc
+from spec.codes import MuonVc
 
 __all__ = [
     "COORD_BITS", "CLASS_BITS", "RSV_ID_BITS", "FLIT_DATA_BITS", "MAX_MESH_SIDE",
@@ -20,7 +20,7 @@ __all__ = [
 
 COORD_BITS = 4                      # mesh coordinates: up to 16 × 16 routers
 MAX_MESH_SIDE = 1 << COORD_BITS
-CLASS_BITS = 3                      # hdl.codes.TrafficClass values 0..7
+CLASS_BITS = 3                      # spec.codes.TrafficClass values 0..7
 RSV_ID_BITS = 8                     # reservation id: generation and slot (hdl.muon.rbr)
 FLIT_DATA_BITS = 96                 # a flit carries a header or 96 payload bits
 VC_COUNT = len(MuonVc)
@@ -50,7 +50,7 @@ class FlitDataLayout(data.Union):
 
 
 class FlitLayout(data.Struct):
-    """One flit: its virtual channel (:class:`hdl.codes.MuonVc`), packet framing, data."""
+    """One flit: its virtual channel (:class:`spec.codes.MuonVc`), packet framing, data."""
     vc: unsigned(1)
     head: unsigned(1)
     tail: unsigned(1)

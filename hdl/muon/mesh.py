@@ -5,7 +5,7 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.codes import MUON_HOP_CYCLES, MUON_INJECT_CYCLES, MuonPort
+from spec.codes import MUON_HOP_CYCLES, MUON_INJECT_CYCLES, MuonPort
 
 from .layouts import DropSignature, FlitStreamSignature
 from .rbr import DURATION_BITS, SlotLayout, check_rbr_parameters, router_on_path

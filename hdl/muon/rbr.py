@@ -30,7 +30,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
-from hdl.codes import MUON_HOP_CYCLES, MUON_INJECT_CYCLES, MuonPort
+from spec.codes import MUON_HOP_CYCLES, MUON_INJECT_CYCLES, MuonPort
 
 from .layouts import COORD_BITS, RSV_ID_BITS
 from .router import at_least, xy_port

@@ -31,8 +31,8 @@ REGISTERS = (
             {"name": "VERSION", "lsb": 0, "width": 16, "access": "RO", "reset": None,
              "description": "Version of the block's register interface."},
             {"name": "BLOCK", "lsb": 16, "width": 16, "access": "RO", "reset": None,
-             "description": ("Block identifier, a value of hdl.codes.BlockId (0x4D41 for the "
-                             "MA).")},
+             "description": ("Block identifier, a value of spec.codes.BlockId (0x4D41 for "
+                             "the MA).")},
         ),
     },
     {
@@ -76,7 +76,7 @@ REGISTERS = (
                         "next accepted START."),
         "fields": (
             {"name": "CODE", "lsb": 0, "width": 8, "access": "RO", "reset": None,
-             "description": ("A value of hdl.codes.ErrorCode (0 NONE, 1 BAD_COMMAND, 2 "
+             "description": ("A value of spec.codes.ErrorCode (0 NONE, 1 BAD_COMMAND, 2 "
                              "MISALIGNED, 3 TAT_MISS, 4 BAD_TAT, 5 AXI_READ_ERROR, 6 "
                              "AXI_WRITE_ERROR; blocks add codes from 16 up).")},
         ),
@@ -176,7 +176,7 @@ REGISTERS = (
         "offset": 0x0100,
         "access": "RO",
         "read_strobe": False,
-        "description": ("TSP drops of packets of class <index> (hdl.codes.TrafficClass: 7 "
+        "description": ("TSP drops of packets of class <index> (spec.codes.TrafficClass: 7 "
                         "decode, 5 prefill, 3 cache-migrate)."),
         "fields": (
             {"name": "COUNT", "lsb": 0, "width": 32, "access": "RO", "reset": None,
@@ -188,7 +188,7 @@ REGISTERS = (
         "offset": 0x0104,
         "access": "RO",
         "read_strobe": False,
-        "description": ("TSP drops of packets of class <index> (hdl.codes.TrafficClass: 7 "
+        "description": ("TSP drops of packets of class <index> (spec.codes.TrafficClass: 7 "
                         "decode, 5 prefill, 3 cache-migrate)."),
         "fields": (
             {"name": "COUNT", "lsb": 0, "width": 32, "access": "RO", "reset": None,
@@ -200,7 +200,7 @@ REGISTERS = (
         "offset": 0x0108,
         "access": "RO",
         "read_strobe": False,
-        "description": ("TSP drops of packets of class <index> (hdl.codes.TrafficClass: 7 "
+        "description": ("TSP drops of packets of class <index> (spec.codes.TrafficClass: 7 "
                         "decode, 5 prefill, 3 cache-migrate)."),
         "fields": (
             {"name": "COUNT", "lsb": 0, "width": 32, "access": "RO", "reset": None,
@@ -212,7 +212,7 @@ REGISTERS = (
         "offset": 0x010C,
         "access": "RO",
         "read_strobe": False,
-        "description": ("TSP drops of packets of class <index> (hdl.codes.TrafficClass: 7 "
+        "description": ("TSP drops of packets of class <index> (spec.codes.TrafficClass: 7 "
                         "decode, 5 prefill, 3 cache-migrate)."),
         "fields": (
             {"name": "COUNT", "lsb": 0, "width": 32, "access": "RO", "reset": None,
@@ -224,7 +224,7 @@ REGISTERS = (
         "offset": 0x0110,
         "access": "RO",
         "read_strobe": False,
-        "description": ("TSP drops of packets of class <index> (hdl.codes.TrafficClass: 7 "
+        "description": ("TSP drops of packets of class <index> (spec.codes.TrafficClass: 7 "
                         "decode, 5 prefill, 3 cache-migrate)."),
         "fields": (
             {"name": "COUNT", "lsb": 0, "width": 32, "access": "RO", "reset": None,
@@ -236,7 +236,7 @@ REGISTERS = (
         "offset": 0x0114,
         "access": "RO",
         "read_strobe": False,
-        "description": ("TSP drops of packets of class <index> (hdl.codes.TrafficClass: 7 "
+        "description": ("TSP drops of packets of class <index> (spec.codes.TrafficClass: 7 "
                         "decode, 5 prefill, 3 cache-migrate)."),
         "fields": (
             {"name": "COUNT", "lsb": 0, "width": 32, "access": "RO", "reset": None,
@@ -248,7 +248,7 @@ REGISTERS = (
         "offset": 0x0118,
         "access": "RO",
         "read_strobe": False,
-        "description": ("TSP drops of packets of class <index> (hdl.codes.TrafficClass: 7 "
+        "description": ("TSP drops of packets of class <index> (spec.codes.TrafficClass: 7 "
                         "decode, 5 prefill, 3 cache-migrate)."),
         "fields": (
             {"name": "COUNT", "lsb": 0, "width": 32, "access": "RO", "reset": None,
@@ -260,7 +260,7 @@ REGISTERS = (
         "offset": 0x011C,
         "access": "RO",
         "read_strobe": False,
-        "description": ("TSP drops of packets of class <index> (hdl.codes.TrafficClass: 7 "
+        "description": ("TSP drops of packets of class <index> (spec.codes.TrafficClass: 7 "
                         "decode, 5 prefill, 3 cache-migrate)."),
         "fields": (
             {"name": "COUNT", "lsb": 0, "width": 32, "access": "RO", "reset": None,

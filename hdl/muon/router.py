@@ -2,7 +2,7 @@
 switching, two virtual channels with credit-based flow control per link.
 
 A flit that reaches an input buffer in cycle t crosses the switch in cycle t + 1 at the
-earliest and is on the next link in cycle t + 2 (``hdl.codes.MUON_HOP_CYCLES``).
+earliest and is on the next link in cycle t + 2 (``spec.codes.MUON_HOP_CYCLES``).
 
 Arbitration of an output, each cycle:
 
@@ -27,7 +27,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
-from hdl.codes import MuonPort, MuonVc
+from spec.codes import MuonPort, MuonVc
 
 from .layouts import (
     CLASS_BITS,

@@ -3,7 +3,6 @@
 from amaranth.hdl import Module
 from amaranth.lib import wiring
 
-from hdl.codes import BlockId
 from hdl.common.axi import AXI4Signature, connect_flat
 from hdl.common.command import CommandStatus
 from hdl.common.kernel import drive_common_registers, kernel_clock, kernel_members
@@ -12,6 +11,7 @@ from hdl.common.regblock import RegisterBlock
 from hdl.common.timebase import Timebase
 from hdl.ma import regmap
 from hdl.ma.core import MAX_DIM, MatrixCore, check_parameters
+from spec.codes import BlockId
 
 __all__ = ["MA_VERSION", "MaTop", "caps_word"]
 

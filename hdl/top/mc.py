@@ -4,7 +4,6 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In
 
-from hdl.codes import BlockId, ErrorCode
 from hdl.common.axi import AXI4Signature, connect_flat
 from hdl.common.kernel import drive_common_registers, kernel_clock, kernel_members
 from hdl.common.memport import MemPortToAxi4
@@ -15,6 +14,7 @@ from hdl.mc.channel import ClientChannelSignature
 from hdl.mc.core import McCore, check_parameters
 from hdl.mc.frontend import MAX_BURST
 from hdl.mc.prefetch import check_lines
+from spec.codes import BlockId, ErrorCode
 
 __all__ = ["MC_VERSION", "McTop", "caps_word"]
 

@@ -4,7 +4,6 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.codes import BlockId, ErrorCode
 from hdl.common.axi import connect_flat, flat_members
 from hdl.common.command import CommandStatus
 from hdl.common.kernel import drive_common_registers, kernel_clock, kernel_members
@@ -15,6 +14,7 @@ from hdl.muon.layouts import CLASS_BITS, DropSignature, FlitStreamSignature
 from hdl.muon.mesh import Mesh
 from hdl.muon.rbr import ReservationTable, check_rbr_parameters
 from hdl.muon.router import check_router_parameters
+from spec.codes import BlockId, ErrorCode
 
 __all__ = ["MUON_VERSION", "MuonTop", "caps_word", "check_parameters"]
 

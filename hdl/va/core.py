@@ -32,7 +32,6 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
-from hdl.codes import ErrorCode, VaOpcode
 from hdl.common.memport import PHYS_ADDR_BITS, MemPortSignature
 from hdl.va.extfunc import EXT_OPCODES, ExtUnit, clamp_bounds_ok
 from hdl.va.gather import StridedGather
@@ -48,6 +47,7 @@ from hdl.va.streams import (
     StreamWriter,
     words_for,
 )
+from spec.codes import ErrorCode, VaOpcode
 
 __all__ = ["MAX_LENGTH", "RTL_OPCODES", "VaCommandLayout", "VectorCore", "check_parameters"]
 

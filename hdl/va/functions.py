@@ -17,9 +17,9 @@ from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from golden.va import F32_2M64, F32_ONE, FIX, LN2_Q, LOG2E_Q, exp2_table, recip_table, rsqrt_table
-from hdl.codes import VaOpcode
 from hdl.ma.fp import F32_CANONICAL_NAN, f32_add, f32_add_pipelined
 from hdl.va.lanes import f32_to_bf16
+from spec.codes import VaOpcode
 
 __all__ = ["Stages", "no_cut", "table_cut", "LUT_SLICE", "lut_product", "product",
            "f32_add_staged", "credit_pipeline", "f32_mul",

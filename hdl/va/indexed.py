@@ -29,11 +29,11 @@ from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
 from golden.va import MAX_LENGTH
-from hdl.codes import ErrorCode, VaOpcode
 from hdl.common.memport import PHYS_ADDR_BITS, MemPortSignature
 from hdl.va.gather import ElementAddress, ElementReader, StridedAddresses
 from hdl.va.scatter import ElementWriter, UnpackElements, WriteElement, join_elements
 from hdl.va.streams import ErrorEvent, OperandReader, Realign, words_for
+from spec.codes import ErrorCode, VaOpcode
 
 __all__ = ["INDEXED_OPCODES", "IndexLimits", "IndexCheck", "RowPointerCheck",
            "IndexAddresses", "IndexedMover"]

@@ -31,8 +31,8 @@ REGISTERS = (
             {"name": "VERSION", "lsb": 0, "width": 16, "access": "RO", "reset": None,
              "description": "Version of the block's register interface."},
             {"name": "BLOCK", "lsb": 16, "width": 16, "access": "RO", "reset": None,
-             "description": ("Block identifier, a value of hdl.codes.BlockId (0x4D41 for the "
-                             "MA).")},
+             "description": ("Block identifier, a value of spec.codes.BlockId (0x4D41 for "
+                             "the MA).")},
         ),
     },
     {
@@ -76,7 +76,7 @@ REGISTERS = (
                         "next accepted START."),
         "fields": (
             {"name": "CODE", "lsb": 0, "width": 8, "access": "RO", "reset": None,
-             "description": ("A value of hdl.codes.ErrorCode (0 NONE, 1 BAD_COMMAND, 2 "
+             "description": ("A value of spec.codes.ErrorCode (0 NONE, 1 BAD_COMMAND, 2 "
                              "MISALIGNED, 3 TAT_MISS, 4 BAD_TAT, 5 AXI_READ_ERROR, 6 "
                              "AXI_WRITE_ERROR; blocks add codes from 16 up).")},
         ),
@@ -129,7 +129,7 @@ REGISTERS = (
         "description": "The command START runs; sampled at START.",
         "fields": (
             {"name": "OP", "lsb": 0, "width": 8, "access": "RW", "reset": 0x0,
-             "description": ("A value of hdl.codes.VaOpcode. A value the VA does not run is "
+             "description": ("A value of spec.codes.VaOpcode. A value the VA does not run is "
                              "refused at START with ERROR = BAD_COMMAND.")},
             {"name": "ESIZE", "lsb": 8, "width": 2, "access": "RW", "reset": 0x1,
              "description": ("Gather/scatter element size: log2 of bytes (0: 1, 1: 2, 2: 4 "

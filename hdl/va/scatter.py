@@ -10,10 +10,10 @@ from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
-from hdl.codes import ErrorCode
 from hdl.common.memport import PHYS_ADDR_BITS, BurstLayout, WriteDataLayout, WriteRespLayout
 from hdl.va.gather import StridedAddresses
 from hdl.va.streams import ErrorEvent
+from spec.codes import ErrorCode
 
 __all__ = ["WriteElement", "UnpackElements", "ElementWriter", "StridedScatter"]
 

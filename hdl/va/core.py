@@ -48,10 +48,10 @@ from hdl.va.streams import (
     words_for,
 )
 from spec.codes import ErrorCode, VaOpcode
+from spec.va import MAX_LENGTH
 
-__all__ = ["MAX_LENGTH", "RTL_OPCODES", "VaCommandLayout", "VectorCore", "check_parameters"]
+__all__ = ["RTL_OPCODES", "VaCommandLayout", "VectorCore", "check_parameters"]
 
-MAX_LENGTH = 65536
 VALID_LANES = (4, 8, 16, 32, 64)
 VALID_DATA_WIDTH = (64, 128, 256, 512)
 RTL_OPCODES = (VaOpcode.GATHER, VaOpcode.SCATTER, VaOpcode.ADD, VaOpcode.MUL, VaOpcode.SCALE,

@@ -13,7 +13,6 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from golden.va import BF16_NAN, F32_ONE, FIX, LN2_Q, ln_table, recip_table
 from hdl.ma.fp import F32_CANONICAL_NAN
 from hdl.va.functions import (
     Stages,
@@ -29,6 +28,7 @@ from hdl.va.functions import (
 )
 from hdl.va.lanes import f32_to_bf16
 from spec.codes import VaOpcode
+from spec.va import BF16_NAN, F32_ONE, FIX, LN2_Q, ln_table, recip_table
 
 __all__ = ["EXT_OPCODES", "ln_fixed", "bf16_key", "clamp_bounds_ok", "ExtUnit"]
 

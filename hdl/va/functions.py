@@ -16,10 +16,10 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value, signed
 from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from golden.va import F32_2M64, F32_ONE, FIX, LN2_Q, LOG2E_Q, exp2_table, recip_table, rsqrt_table
 from hdl.ma.fp import F32_CANONICAL_NAN, f32_add, f32_add_pipelined
 from hdl.va.lanes import f32_to_bf16
 from spec.codes import VaOpcode
+from spec.va import F32_2M64, F32_ONE, FIX, LN2_Q, LOG2E_Q, exp2_table, recip_table, rsqrt_table
 
 __all__ = ["Stages", "no_cut", "table_cut", "LUT_SLICE", "lut_product", "product",
            "f32_add_staged", "credit_pipeline", "f32_mul",

@@ -28,12 +28,12 @@ from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
-from golden.va import MAX_LENGTH
 from hdl.common.memport import PHYS_ADDR_BITS, MemPortSignature
 from hdl.va.gather import ElementAddress, ElementReader, StridedAddresses
 from hdl.va.scatter import ElementWriter, UnpackElements, WriteElement, join_elements
 from hdl.va.streams import ErrorEvent, OperandReader, Realign, words_for
 from spec.codes import ErrorCode, VaOpcode
+from spec.va import MAX_LENGTH
 
 __all__ = ["INDEXED_OPCODES", "IndexLimits", "IndexCheck", "RowPointerCheck",
            "IndexAddresses", "IndexedMover"]

@@ -6,9 +6,9 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
-from golden.va import SUM_INTERLEAVE
 from hdl.ma.fp import bf16_mul, f32_add_pipelined
 from spec.codes import VaOpcode
+from spec.va import SUM_INTERLEAVE
 
 __all__ = ["LaneEngine", "check_engine", "f32_to_bf16"]
 

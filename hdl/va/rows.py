@@ -36,7 +36,6 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
-from golden.va import FIX, MAX_K, MAX_LENGTH, RECIP_127, SUM_FRAC
 from hdl.ma.fp import F32_CANONICAL_NAN, bf16_mul
 from hdl.va.functions import (
     Stages,
@@ -52,6 +51,7 @@ from hdl.va.functions import (
 from hdl.va.lanes import f32_to_bf16
 from hdl.va.narrow import WidthAdapter, check_fn_lanes
 from spec.codes import VaOpcode
+from spec.va import FIX, MAX_K, MAX_LENGTH, RECIP_127, SUM_FRAC
 
 __all__ = ["ROW_OPCODES", "RowUnit", "RopeLanes", "MAX_K"]
 

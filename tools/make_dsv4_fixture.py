@@ -5,7 +5,11 @@ parameter and buffer the datapath reads (named as in ``DeepseekV4Model``'s state
 the input token ids, and per layer the reference's activations: the layer's output
 streams, the streams after the attention's hyper-connection, the attention and MoE
 block outputs, the indexer's top-k picks and scores (CSA layers), and the router's picks
-and scores. ``tests/test_golden_attn_dsv4_ref.py`` compares the golden model against it.
+and scores. ``tests/test_golden_attn_dsv4_ref.py`` compares the golden model against it. Also writes
+``tests/data/dsv4_configs.json``: transformers' reading of a set of configurations
+(``CONFIG_CASES``: the published layouts and their legacy keys; the layer schedules, rates,
+RoPE tables and every parameter's shape, or the error raised), which
+``tests/test_golden_checkpoint_config.py`` checks ``DeepseekV4Config.from_hf`` against.
 
 This script is the only place that needs torch and transformers; CI needs only numpy and
 the committed fixture. To rebuild the fixture (CPU only, no download; about 20 s):
@@ -14,7 +18,7 @@ the committed fixture. To rebuild the fixture (CPU only, no download; about 20 s
     /tmp/hfref/bin/pip install torch==2.13.0 transformers==5.23.0 numpy
     #   (torch 2.13.0 CPU; on these machines a local wheel:
     #    /tmp/hfref/bin/pip install /opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl)
-    /tmp/hfref/bin/python tools/make_dsv4_fixture.py [-o tests/data/dsv4_tiny.npz] [--seed 0]
+    /tmp/hfref/bin/python tools/make_dsv4_fixture.py [-o tests/data/dsv4_tiny.npz] [--seed 0] [--only configs]
 
 What it does:
 - a tiny ``DeepseekV4Config`` (4 layers: sliding, CSA, HCA, CSA; the first MoE layer
@@ -89,6 +93,80 @@ TINY = dict(
 )
 
 
+# Configurations as users meet them (for ``DeepseekV4Config.from_hf``): transformers'
+# reading of each is recorded in tests/data/dsv4_configs.json, or the error it raises.
+_CFG_BASE = dict(
+    num_hidden_layers=4, hidden_size=64, head_dim=64, num_attention_heads=2, index_head_dim=32,
+    index_n_heads=2, o_groups=2, n_routed_experts=8, num_experts_per_tok=2, max_position_embeddings=4096,
+    vocab_size=256, moe_intermediate_size=16, q_lora_rank=32, o_lora_rank=16, index_topk=4,
+)
+_YARN = {"factor": 16, "original_max_position_embeddings": 64, "beta_fast": 32, "beta_slow": 1}
+CONFIG_CASES = {
+    # the published layout: compress_ratios for the layers and the next-token-prediction layer,
+    # num_hash_layers, qk_rope_head_dim, a legacy rope_scaling key
+    "published": dict(_CFG_BASE, num_nextn_predict_layers=1, compress_ratios=[0, 4, 128, 4, 0],
+                      num_hash_layers=2, qk_rope_head_dim=16, rope_scaling={"type": "yarn", **_YARN}),
+    "published_two_mtp": dict(_CFG_BASE, num_nextn_predict_layers=2, compress_ratios=[128, 128, 4, 128, 4, 0],
+                              num_hash_layers=3, rope_scaling={"type": "yarn", **_YARN}),
+    "explicit_longer": dict(_CFG_BASE, partial_rotary_factor=0.25,
+                            layer_types=["sliding_attention", "compressed_sparse_attention",
+                                         "heavily_compressed_attention", "compressed_sparse_attention",
+                                         "sliding_attention", "heavily_compressed_attention"],
+                            mlp_layer_types=["hash_moe", "moe", "moe", "moe", "moe"]),
+    "yarn_truncate_false": dict(_CFG_BASE, partial_rotary_factor=0.25,
+                                rope_parameters={"rope_type": "yarn", **_YARN, "truncate": False}),
+    "nested": dict(_CFG_BASE, partial_rotary_factor=0.25, rope_parameters={
+        "main": {"rope_type": "default", "rope_theta": 20000.0},
+        "compress": {"rope_type": "yarn", "rope_theta": 80000.0, "factor": 8,
+                     "original_max_position_embeddings": 64}}),
+    "nested_mscale": dict(_CFG_BASE, partial_rotary_factor=0.25, rope_parameters={
+        "main": {"rope_type": "default", "rope_theta": 10000.0},
+        "compress": {"rope_type": "yarn", "rope_theta": 160000.0, "factor": 8, "mscale": 1.0,
+                     "mscale_all_dim": 0.5, "original_max_position_embeddings": 64}}),
+    "legacy_rates": dict(_CFG_BASE, compress_ratios=[0, 4, 128, 4], compress_rate_csa=8, compress_rate_hca=64,
+                         qk_rope_head_dim=8),
+    "rope_scaling_wins": dict(_CFG_BASE, partial_rotary_factor=0.25, rope_scaling={"type": "yarn", **_YARN},
+                              rope_parameters={"rope_type": "yarn", "factor": 4,
+                                               "original_max_position_embeddings": 128}),
+    "defaults_no_yarn": dict(_CFG_BASE),
+    "two_shared_experts": dict(_CFG_BASE, n_shared_experts=2),
+    "compress_ratio_unknown": dict(_CFG_BASE, compress_ratios=[0, 4, 64, 4]),
+    "layer_types_short": dict(_CFG_BASE, layer_types=["sliding_attention", "compressed_sparse_attention"]),
+    "layer_type_unknown": dict(_CFG_BASE, layer_types=["sliding_attention", "full_attention",
+                                                       "sliding_attention", "sliding_attention"]),
+}
+
+
+def config_cases():
+    """transformers' reading of each of CONFIG_CASES: layer schedules, rates, RoPE tables."""
+    from transformers.models.deepseek_v4.modeling_deepseek_v4 import DeepseekV4RotaryEmbedding
+
+    out = {}
+    for name, raw in CONFIG_CASES.items():
+        try:
+            cfg = DeepseekV4Config(**json.loads(json.dumps(raw)))
+        except Exception as e:  # noqa: BLE001 - recorded: transformers refuses this one
+            out[name] = {"config": raw, "error": type(e).__name__}
+            continue
+        rope = DeepseekV4RotaryEmbedding(cfg)
+        out[name] = {
+            "config": raw,
+            "layer_types": cfg.layer_types,
+            "mlp_layer_types": cfg.mlp_layer_types,
+            "compress_rates": cfg.compress_rates,
+            "rope_dim": cfg.qk_rope_head_dim,
+            "main_inv_freq": rope.main_inv_freq.tolist(),
+            "main_attention_scaling": float(rope.main_attention_scaling),
+            "compress_inv_freq": rope.compress_inv_freq.tolist(),
+            "compress_attention_scaling": float(rope.compress_attention_scaling),
+            # every parameter and buffer of the model transformers builds, with its shape
+            "shapes": {
+                k: list(v.shape) for k, v in DeepseekV4Model(cfg).state_dict().items() if "inv_freq" not in k
+            },
+        }
+    return out
+
+
 def randomize(model, gen):
     """Draw every parameter and the two routing buffers; nothing keeps its init value."""
     cfg = model.config
@@ -158,7 +236,16 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("-o", "--output", default="tests/data/dsv4_tiny.npz")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--configs", default="tests/data/dsv4_configs.json",
+                    help="where transformers' reading of CONFIG_CASES goes")
+    ap.add_argument("--only", choices=("layers", "configs"), help="build one of the outputs")
     args = ap.parse_args()
+    if args.only != "layers":
+        path = pathlib.Path(args.configs)
+        path.write_text(json.dumps(config_cases(), indent=1) + "\n")
+        print(f"wrote {path} ({len(CONFIG_CASES)} configurations)")
+    if args.only == "configs":
+        return
 
     torch.manual_seed(args.seed)
     gen = torch.Generator().manual_seed(args.seed)

@@ -24,6 +24,7 @@ or token by token gives the same outputs (tested).
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -94,6 +95,10 @@ class DeepseekV4Config:
             self.layer_types = [HCA] * min(n, 2) + [CSA if i % 2 else HCA for i in range(max(n - 2, 0))]
         if not self.mlp_layer_types:
             self.mlp_layer_types = ["hash_moe"] * min(n, 3) + ["moe"] * max(0, n - 3)
+        # As transformers: lists longer than the layer count keep their first entries (the
+        # published files list the next-token-prediction layers too); shorter ones are refused.
+        self.layer_types = list(self.layer_types[:n])
+        self.mlp_layer_types = list(self.mlp_layer_types[:n])
         self.validate()
 
     @property
@@ -104,7 +109,10 @@ class DeepseekV4Config:
         """Raise ``ValueError`` naming the first inconsistent field."""
         n = self.num_hidden_layers
         if len(self.layer_types) != n or len(self.mlp_layer_types) != n:
-            raise ValueError(f"layer_types and mlp_layer_types need {n} entries each")
+            raise ValueError(
+                f"layer_types and mlp_layer_types need {n} entries each (num_hidden_layers); "
+                f"got {len(self.layer_types)} and {len(self.mlp_layer_types)}"
+            )
         bad = [t for t in self.layer_types if t not in LAYER_TYPES]
         if bad:
             raise ValueError(f"unknown layer types {bad}; expected one of {LAYER_TYPES}")
@@ -123,45 +131,69 @@ class DeepseekV4Config:
                 raise ValueError(f"compress rate of {t} must be at least 1")
         if self.scoring_func not in ("softmax", "sigmoid", "sqrtsoftplus"):
             raise ValueError(f"unknown scoring_func {self.scoring_func!r}")
+        y = self.rope_scaling
+        if y is not None:
+            for key in ("factor", "original_max_position_embeddings"):
+                if y.get(key) is None:
+                    raise ValueError(f"rope_scaling (YaRN of the compressed layers) needs {key!r}")
+            if y.get("truncate", True) is not True:
+                raise ValueError(
+                    "rope_scaling: truncate must be true; the preset follows transformers, which always "
+                    "rounds the YaRN correction range outwards for V4 (see from_hf)"
+                )
 
     @classmethod
     def from_hf(cls, cfg):
-        """From a ``DeepseekV4`` ``config.json`` (a path or the parsed dict).
+        """From a ``DeepseekV4`` ``config.json`` (a path or the parsed dict), read as
+        transformers' ``DeepseekV4Config`` reads it (5.23; checked on the cases of
+        ``tests/data/dsv4_configs.json``, which transformers made).
 
-        Legacy keys are folded in as transformers does (``compress_ratios`` per layer,
+        Legacy keys are folded in as transformers does: ``compress_ratios`` per layer (0, 4
+        and 128 name the three layer types; the published files list
+        ``num_hidden_layers + num_nextn_predict_layers`` entries, of which the first
+        ``num_hidden_layers`` are kept, as of ``layer_types`` and ``mlp_layer_types``),
         ``compress_rate_csa`` / ``compress_rate_hca``, ``num_hash_layers``,
-        ``qk_rope_head_dim``); the YaRN parameters of the compressed layers come from
-        ``rope_scaling`` or ``rope_parameters["compress"]``.
+        ``qk_rope_head_dim``. The compressed layers' RoPE comes from the legacy
+        ``rope_scaling`` key if present (it wins, as in transformers), else from
+        ``rope_parameters`` (flat, or nested as ``main`` / ``compress``). YaRN's
+        ``truncate`` is not honoured: transformers reads it from the outer rope dictionary,
+        where a V4 configuration never has it, so the correction range is always rounded
+        outwards (``truncate: true``), and so it is here. The YaRN attention factor is 1
+        for a flat dictionary (transformers sets it) and YaRN's ``0.1 ln(factor) + 1``
+        (or the ``mscale`` ratio) for a nested one that does not give it.
+
+        Anything that cannot be honoured raises ``ValueError`` naming the field.
         """
         if not isinstance(cfg, dict):
             with open(cfg) as f:
                 cfg = json.load(f)
         names = {f.name for f in dataclasses.fields(cls)}
-        kw = {k: v for k, v in cfg.items() if k in names}
+        kw = {k: v for k, v in cfg.items() if k in names and v is not None}
+        n = kw.get("num_hidden_layers", cls.num_hidden_layers)
         rates = dict(cfg.get("compress_rates") or {CSA: 4, HCA: 128})
-        if "compress_rate_csa" in cfg:
+        if cfg.get("compress_rate_csa") is not None:
             rates[CSA] = cfg["compress_rate_csa"]
-        if "compress_rate_hca" in cfg:
+        if cfg.get("compress_rate_hca") is not None:
             rates[HCA] = cfg["compress_rate_hca"]
         kw["compress_rates"] = rates
-        if not cfg.get("layer_types") and cfg.get("compress_ratios"):
-            kw["layer_types"] = [{0: SWA, 4: CSA, 128: HCA}[r] for r in cfg["compress_ratios"]]
-        if not cfg.get("mlp_layer_types") and "num_hash_layers" in cfg:
-            n, h = cfg["num_hidden_layers"], cfg["num_hash_layers"]
+        if not cfg.get("layer_types") and cfg.get("compress_ratios") is not None:
+            table = {0: SWA, 4: CSA, 128: HCA}
+            ratios = list(cfg["compress_ratios"])
+            bad = sorted({r for r in ratios[:n] if r not in table})
+            if bad:
+                raise ValueError(
+                    f"compress_ratios: {bad} name no layer type (0 = sliding, 4 = CSA, 128 = HCA, "
+                    "as transformers reads them); give layer_types and compress_rates instead"
+                )
+            kw["layer_types"] = [table[r] for r in ratios[:n]]
+        if not cfg.get("mlp_layer_types") and cfg.get("num_hash_layers") is not None:
+            h = cfg["num_hash_layers"]
             kw["mlp_layer_types"] = ["hash_moe"] * min(n, h) + ["moe"] * max(0, n - h)
         if cfg.get("partial_rotary_factor") is None:
             kw.pop("partial_rotary_factor", None)
-            if "qk_rope_head_dim" in cfg:
-                kw["partial_rotary_factor"] = cfg["qk_rope_head_dim"] / cfg.get("head_dim", 512)
-        rp = cfg.get("rope_parameters") or {}
-        yarn = rp.get("compress") if isinstance(rp.get("compress"), dict) else (cfg.get("rope_scaling") or rp)
-        if isinstance(rp.get("compress"), dict):
-            kw["compress_rope_theta"] = rp["compress"].get(
-                "rope_theta", kw.get("compress_rope_theta", 160000.0)
-            )
-            kw["rope_theta"] = rp["main"].get("rope_theta", kw.get("rope_theta", 10000.0))
-        kind = (yarn or {}).get("rope_type", (yarn or {}).get("type"))
-        kw["rope_scaling"] = dict(yarn) if kind == "yarn" else None
+            if cfg.get("qk_rope_head_dim") is not None:
+                kw["partial_rotary_factor"] = cfg["qk_rope_head_dim"] / cfg.get("head_dim", cls.head_dim)
+        kw.update(_rope_from_hf(cfg, kw))
         return cls(**kw)
 
     def scaled(self, **changes):
@@ -169,21 +201,75 @@ class DeepseekV4Config:
         return dataclasses.replace(self, **changes)
 
 
+def _rope_from_hf(cfg, kw):
+    """``rope_theta``, ``compress_rope_theta``, ``rope_scaling`` (and a nested
+    ``partial_rotary_factor``) from a configuration's rope keys, as transformers reads them."""
+    out = {}
+    field = "rope_scaling" if cfg.get("rope_scaling") else "rope_parameters"
+    rp = cfg.get(field) or {}
+    if not isinstance(rp, dict):
+        raise ValueError(f"{field} must be a dictionary, got {type(rp).__name__}")
+    nested = isinstance(rp.get("main"), dict) and isinstance(rp.get("compress"), dict)
+    if nested:
+        main, comp = rp["main"], rp["compress"]
+        for part, d in (("main", main), ("compress", comp)):
+            if d.get("rope_theta") is not None:
+                out["rope_theta" if part == "main" else "compress_rope_theta"] = d["rope_theta"]
+        kind = main.get("rope_type", main.get("type", "default"))
+        if kind != "default":
+            raise ValueError(f"{field}['main']: rope_type {kind!r}; the sliding layers' RoPE is plain")
+        prf = {d.get("partial_rotary_factor") for d in (main, comp)} - {None}
+        if len(prf) > 1:
+            raise ValueError(f"{field}: main and compress give different partial_rotary_factor {sorted(prf)}")
+        if prf:
+            out["partial_rotary_factor"] = prf.pop()
+    else:
+        if any(k in rp for k in ("main", "compress")):
+            raise ValueError(f"{field}: 'main' and 'compress' must both be dictionaries")
+        comp = dict(rp)
+    kind = comp.get("rope_type", comp.get("type", "default"))
+    if kind == "default":
+        out["rope_scaling"] = None
+        return out
+    if kind != "yarn":
+        raise ValueError(f"{field}: rope_type {kind!r} of the compressed layers; only 'default' and 'yarn'")
+    y = {k: v for k, v in comp.items() if k not in ("rope_theta", "partial_rotary_factor", "type")}
+    y["rope_type"] = "yarn"
+    y["truncate"] = True  # transformers never sees a V4 configuration's truncate (see from_hf)
+    if y.get("original_max_position_embeddings") is None:
+        raise ValueError(f"{field}: YaRN needs original_max_position_embeddings")
+    if y.get("factor") is None:
+        mpe = cfg.get("max_position_embeddings", 1048576)
+        y["factor"] = mpe / y["original_max_position_embeddings"]
+    if y.get("attention_factor") is None:
+        if not nested:
+            y["attention_factor"] = 1.0
+        else:
+            f = float(y["factor"])
+
+            def mscale(scale, m=1.0):
+                return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
+
+            m, m_all = y.get("mscale"), y.get("mscale_all_dim")
+            y["attention_factor"] = mscale(f, m) / mscale(f, m_all) if m and m_all else mscale(f)
+    out["rope_scaling"] = y
+    return out
+
+
 def _yarn(cfg):
     """(YaRN dict or None, cos/sin scale) of the compressed layers' RoPE."""
     y = cfg.rope_scaling
     if not y:
         return None, 1.0
-    orig = y.get("original_max_position_embeddings")
-    # transformers forces attention_factor = 1 for V4's compressed layers (the
-    # reference does not scale cos/sin by YaRN's mscale).
+    # transformers forces attention_factor = 1 for V4's compressed layers given a flat rope
+    # dictionary (the reference does not scale cos/sin by YaRN's mscale).
     return (
         {
             "factor": y["factor"],
-            "original_max_position_embeddings": orig,
+            "original_max_position_embeddings": y["original_max_position_embeddings"],
             "beta_fast": y.get("beta_fast"),
             "beta_slow": y.get("beta_slow"),
-            "truncate": y.get("truncate", True),
+            "truncate": True,
         },
         float(y.get("attention_factor", 1.0)),
     )
@@ -508,9 +594,11 @@ def weight_shapes(cfg):
                 L + "mlp.gate.weight": (e, d),
                 L + "mlp.experts.gate_up_proj": (e, 2 * i, d),
                 L + "mlp.experts.down_proj": (e, d, i),
-                L + "mlp.shared_experts.gate_proj.weight": (i * cfg.n_shared_experts, d),
-                L + "mlp.shared_experts.up_proj.weight": (i * cfg.n_shared_experts, d),
-                L + "mlp.shared_experts.down_proj.weight": (d, i * cfg.n_shared_experts),
+                # One shared expert of moe_intermediate_size, whatever n_shared_experts says
+                # (transformers builds it so; the published checkpoints have one).
+                L + "mlp.shared_experts.gate_proj.weight": (i, d),
+                L + "mlp.shared_experts.up_proj.weight": (i, d),
+                L + "mlp.shared_experts.down_proj.weight": (d, i),
             }
         )
         if cfg.mlp_layer_types[li] == "hash_moe":

@@ -1,5 +1,7 @@
 """The layering of the packages: ``spec`` is a leaf, ``hdl`` and ``golden`` import it and
-never each other, so the golden model cannot inherit the RTL's mistakes.
+never each other, so the golden model cannot inherit the RTL's mistakes; ``plan`` (the
+CircuitFlow IR and the planner) builds on ``spec`` and ``golden``'s latency models and
+never sees the RTL or a simulator.
 
 Imports are read statically (every ``import`` and ``from ... import`` statement of every
 module, relative ones resolved), so an import inside a function counts too.
@@ -15,6 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FORBIDDEN = {
     "hdl": {"golden", "numpy", "cocotb", "cocotb_tools", "cocotbext", "sim", "tests"},
     "golden": {"hdl", "amaranth", "cocotb", "cocotb_tools", "cocotbext", "sim", "tests"},
+    "plan": {"hdl", "amaranth", "cocotb", "cocotb_tools", "cocotbext", "sim", "tests"},
 }
 
 
@@ -37,7 +40,7 @@ def _imports(path, package_parts):
 def violations(root):
     """Every forbidden import under ``root``: ``"path:line: package imports name"``."""
     found = []
-    for package in ("spec", "hdl", "golden"):
+    for package in ("spec", "hdl", "golden", "plan"):
         for path in sorted((root / package).rglob("*.py")):
             parts = list(path.relative_to(root).with_suffix("").parts)
             package_parts = parts[:-1]   # a module's package, and an __init__'s own
@@ -60,7 +63,8 @@ def test_layering():
 def test_layering_check_finds_violations(tmp_path):
     for package, text in (("spec", "import numpy\n"),
                           ("hdl", "from golden.va import FIX\n"),
-                          ("golden", "def f():\n    from amaranth import Signal\n")):
+                          ("golden", "def f():\n    from amaranth import Signal\n"),
+                          ("plan", "from sim.seed import test_seed\n")):
         (tmp_path / package).mkdir()
         (tmp_path / package / "__init__.py").write_text("")
         (tmp_path / package / "bad.py").write_text(text)
@@ -69,4 +73,5 @@ def test_layering_check_finds_violations(tmp_path):
         "spec/bad.py:1: spec imports numpy",
         "hdl/bad.py:1: hdl imports golden",
         "golden/bad.py:2: golden imports amaranth",
+        "plan/bad.py:1: plan imports sim",
     ]

@@ -1,0 +1,191 @@
+"""The target of a plan: blocks on the Muon mesh, the MC's channels, and the latency
+model of every block kind.
+
+The design notes' scheduling contract (CSA) has every compute unit report its minimum
+schedulable unit (MSU) and its latency; here that is a :class:`LatencyModel`, one per
+block kind. The MA's is the RTL-fitted model of :mod:`golden.ma_latency`;
+:class:`LinearLatency` is the interface's simplest implementation, for blocks whose
+fitted model is not written yet (its numbers are a placeholder, not a measurement).
+"""
+
+from dataclasses import dataclass, field
+
+from golden.ma_latency import MaCommand, ma_cycles
+from golden.muon import decision_lead
+
+from .errors import IRError
+from .ir import BarrierOp
+
+__all__ = ["LatencyModel", "MaLatency", "LinearLatency", "Block", "Machine", "OP_BLOCKS",
+           "MASKED_OP_TYPES", "op_bytes"]
+
+# What block kind runs an op of each op_type (one block command per IR node).
+OP_BLOCKS = {
+    "gemm": "ma",
+    "attention": "va",      # the VA's masked gather of KV entries, softmax, weighted sum
+    "gather": "va", "scatter": "va", "norm": "va", "rope": "va", "softmax": "va",
+    "activation": "va", "elementwise": "va", "quantize": "va", "dequantize": "va",
+    "reduce": "va", "topk": "va",
+    "migrate": "cme",       # the cache-migrate engine: the notes' context-management path
+}
+# Op types whose block gathers through a sparsity mask (the VA's CSR gather).
+MASKED_OP_TYPES = frozenset({"attention", "gather"})
+
+
+def op_bytes(op, graph):
+    """(bytes read, bytes written) of an op: the sizes of its input and output tensors."""
+    tensors = graph.tensor
+    return (sum(tensors[t].nbytes for t in op.inputs),
+            sum(tensors[t].nbytes for t in op.outputs))
+
+
+class LatencyModel:
+    """A block kind's latency model: ``cycles(op, graph)`` is the cycles from the
+    command's start to its completion (CTR), a positive integer; ``msu`` names the
+    block's minimum schedulable unit. Subclasses plug other blocks in."""
+
+    block = None
+    msu = None
+
+    def cycles(self, op, graph):
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class MaLatency(LatencyModel):
+    """The MA's model (:func:`golden.ma_latency.ma_cycles`) for an op of ``tile_shape``
+    ``(m, k, n)``; ``accumulate`` when the op reads its own output. The IR carries no
+    addresses yet, so operands are taken as bus-aligned and densely strided."""
+    p: int = 8
+    data_width: int = 128
+    memory_latency: int = 6      # cycles, address to first word (the MA tests' memory)
+    block = "ma"
+
+    @property
+    def msu(self):
+        return f"{self.p}x{self.p}x{self.p} tile"
+
+    def cycles(self, op, graph):
+        if len(op.tile_shape) != 3:
+            raise IRError(f"op {op.name}: a gemm's tile_shape is (m, k, n), not "
+                          f"{op.tile_shape}")
+        m, k, n = op.tile_shape
+        es = 2 if op.precision == "bf16" else 1
+        cmd = MaCommand(m=m, k=k, n=n, bf16=op.precision == "bf16",
+                        accumulate=bool(set(op.inputs) & set(op.outputs)),
+                        lda=k * es, ldb=n * es, ldc=n * 4,
+                        b_addr=m * k * es, c_addr=m * k * es + k * n * es)
+        return _ma_cycles_cached(cmd, self.p, self.data_width, self.memory_latency)
+
+
+_MA_CACHE = {}
+
+
+def _ma_cycles_cached(cmd, p, data_width, latency):
+    key = (cmd, p, data_width, latency)
+    if key not in _MA_CACHE:
+        _MA_CACHE[key] = ma_cycles(cmd, p=p, data_width=data_width, latency=latency)
+    return _MA_CACHE[key]
+
+
+@dataclass(frozen=True)
+class LinearLatency(LatencyModel):
+    """``setup + ceil((bytes read + bytes written) / bytes_per_cycle)`` cycles: a block
+    that streams its operands at a fixed rate. A placeholder until the block's model is
+    fitted on its RTL, as the MA's is."""
+    block: str = "va"
+    setup: int = 16
+    bytes_per_cycle: int = 16
+
+    def __post_init__(self):
+        if self.setup < 0 or self.bytes_per_cycle < 1:
+            raise ValueError("setup must be >= 0 and bytes_per_cycle >= 1")
+
+    @property
+    def msu(self):
+        return f"{self.bytes_per_cycle} bytes a cycle"
+
+    def cycles(self, op, graph):
+        read, written = op_bytes(op, graph)
+        return self.setup + -(-(read + written) // self.bytes_per_cycle)
+
+
+@dataclass(frozen=True)
+class Block:
+    """One block instance: its ``name``, ``kind`` (ma, va, cme) and mesh node (x, y)."""
+    name: str
+    kind: str
+    node: tuple
+
+
+def _default_blocks():
+    return (Block("ma0", "ma", (1, 0)), Block("va0", "va", (0, 1)),
+            Block("cme0", "cme", (1, 1)))
+
+
+def _default_models():
+    return {"ma": MaLatency(), "va": LinearLatency("va"),
+            "cme": LinearLatency("cme", setup=8)}
+
+
+@dataclass(frozen=True)
+class Machine:
+    """The tile as the planner sees it. ``mesh`` is (cols, rows); the MC sits at
+    ``mc_node`` with ``mc_channels`` client channels; a Muon link moves ``flit_bytes``
+    a cycle; the RBR table has ``rbr_slots`` entries. The default placement is the
+    planner's assumption until the integrated tile fixes it."""
+    blocks: tuple = field(default_factory=_default_blocks)
+    models: dict = field(default_factory=_default_models)
+    mesh: tuple = (2, 2)
+    mc_node: tuple = (0, 0)
+    mc_channels: int = 4
+    flit_bytes: int = 16
+    rbr_slots: int = 8
+    op_blocks: dict = field(default_factory=lambda: dict(OP_BLOCKS))
+
+    def __post_init__(self):
+        cols, rows = self.mesh
+        nodes = [b.node for b in self.blocks] + [tuple(self.mc_node)]
+        for node in nodes:
+            if not (0 <= node[0] < cols and 0 <= node[1] < rows):
+                raise ValueError(f"node {node} is outside the {cols}x{rows} mesh")
+        if len(set(nodes)) != len(nodes):
+            raise ValueError("two blocks (or a block and the MC) share a mesh node")
+        if len({b.name for b in self.blocks}) != len(self.blocks):
+            raise ValueError("two blocks share a name")
+        for kind in {b.kind for b in self.blocks}:
+            if kind not in self.models:
+                raise ValueError(f"no latency model for block kind {kind}")
+        if self.mc_channels < 1 or self.flit_bytes < 1 or self.rbr_slots < 1:
+            raise ValueError("mc_channels, flit_bytes and rbr_slots must be at least 1")
+
+    @property
+    def rbr_lead(self):
+        """Cycles from an RBR request to the earliest start it can be granted."""
+        return decision_lead(self.rbr_slots, *self.mesh)
+
+    def kind_of(self, op):
+        if isinstance(op, BarrierOp):
+            return None
+        kind = self.op_blocks.get(op.op_type)
+        if kind is None:
+            raise IRError(f"op {op.name}: no block runs op_type {op.op_type!r} (known: "
+                          f"{', '.join(sorted(self.op_blocks))})")
+        if not any(b.kind == kind for b in self.blocks):
+            raise IRError(f"op {op.name}: op_type {op.op_type} runs on a {kind}, and the "
+                          "machine has none")
+        return kind
+
+    def instances(self, kind):
+        return [b for b in self.blocks if b.kind == kind]
+
+    def cycles(self, op, graph):
+        """The latency model's cycles for ``op`` on its block kind."""
+        cycles = self.models[self.kind_of(op)].cycles(op, graph)
+        if isinstance(cycles, bool) or not isinstance(cycles, int) or cycles < 1:
+            raise IRError(f"op {op.name}: the {self.kind_of(op)} latency model gave "
+                          f"{cycles!r}, not a positive number of cycles")
+        return cycles
+
+    def flits(self, nbytes):
+        return -(-nbytes // self.flit_bytes)

@@ -64,8 +64,17 @@ class HwTrace:
     out_bits: np.ndarray | None = None
     out_ref: np.ndarray | None = None
     router: object = None  # deepseek-v4 top-k layers: a golden.hwpath_dsv4.RouterAgreement
+    bits: dict = field(default_factory=dict)   # stage -> the exact bits it measured
+    refs: dict = field(default_factory=dict)   # stage -> the float64 values
+    masks: dict = field(default_factory=dict)  # stage -> the token mask applied to both, if any
 
-    def add(self, stage, unit, bits, ref, agree=None):
+    def add(self, stage, unit, bits, ref, agree=None, mask=None):
+        """Record a stage: its error of ``bits`` against ``ref`` (both restricted to the
+        token rows ``mask`` first, if given)."""
+        if mask is not None:
+            bits, ref = bits[mask], ref[mask]
+            self.masks[stage] = mask
+        self.bits[stage], self.refs[stage] = np.asarray(bits).copy(), np.asarray(ref).copy()
         got = bf16_value(bits)
         err = float(np.max(np.abs(got - ref))) if np.size(ref) else 0.0
         mag = float(np.max(np.abs(ref))) if np.size(ref) else 0.0
@@ -280,10 +289,8 @@ def run_notes_layer(layer, x, mode="bf16"):
     # the routing flip, not the arithmetic; the stage is measured on the tokens routed
     # alike, and the flips show in the agreement column.
     same = np.array([set(a) == set(b) for a, b in zip(fin_b, fin_r, strict=True)])
-    tr.add("MoE output (tokens routed alike)", "MA+VA", moe_b[same], moe_r[same], float(same.mean()))
+    tr.add("MoE output (tokens routed alike)", "MA+VA", moe_b, moe_r, float(same.mean()), same)
     tr.out_bits = va.add_bf16(hb, moe_b)
     tr.out_ref = hr + moe_r
-    tr.add(
-        "layer output (tokens routed alike)", "VA", tr.out_bits[same], tr.out_ref[same], float(same.mean())
-    )
+    tr.add("layer output (tokens routed alike)", "VA", tr.out_bits, tr.out_ref, float(same.mean()), same)
     return tr

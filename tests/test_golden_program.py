@@ -1,0 +1,162 @@
+"""The layer as a program of block commands: the interpreter reproduces the hardware-exact
+path (golden/hwpath.py) bit for bit, and the proposed VA commands keep their contracts."""
+
+import numpy as np
+import pytest
+
+from golden import program as pg
+from golden import va
+from golden.hwpath import HwTrace, run_notes_layer
+from golden.presets.notes import NotesModel, random_weights
+from spec.codes import ErrorCode, VaOpcode
+
+from .test_golden_attn_notes import tiny
+
+SEED = 5
+X = va.ProposedVaOpcode
+
+
+@pytest.fixture(scope="module")
+def notes_layer():
+    cfg = tiny(hidden_size=32, num_hidden_layers=1, hca_chunks=2, moe_intermediate_size=16)
+    return NotesModel(cfg, random_weights(cfg, SEED)).layers[0]
+
+
+@pytest.fixture(scope="module")
+def notes_x():
+    return np.random.default_rng(SEED).standard_normal((34, 32))  # SWA, HCA and CSA all engaged
+
+
+@pytest.mark.parametrize("mode", ["bf16", "int8"])
+def test_notes_program_is_the_hardware_exact_path(notes_layer, notes_x, mode):
+    """Every stage hwpath records equals the interpreter's tensor bit for bit, so the
+    per-stage error table built from the interpreter's bits is hwpath's table."""
+    tr = run_notes_layer(notes_layer, notes_x, mode)
+    prog, names = pg.notes_prefill(notes_layer, notes_x, pg.BlockConfig(lanes=32), mode)
+    got = pg.notes_stage_bits(pg.run(prog), names)
+    again = HwTrace()
+    for st in tr.stages:
+        bits = got[st.stage]
+        assert bits is not None, st.stage
+        if st.stage in tr.masks:
+            bits = bits[tr.masks[st.stage]]
+        want = tr.bits[st.stage]
+        assert bits.size == want.size, st.stage
+        np.testing.assert_array_equal(bits.ravel(), want.ravel(), err_msg=st.stage)
+        again.add(st.stage, st.unit, bits.reshape(want.shape), tr.refs[st.stage], st.agree)
+    assert again.table() == tr.table()
+    assert len(tr.stages) == 18
+    np.testing.assert_array_equal(got["layer output (tokens routed alike)"], tr.out_bits)
+
+
+def test_program_commands_are_well_formed(notes_layer, notes_x):
+    prog, _ = pg.notes_prefill(notes_layer, notes_x[:6])
+    for cmd in prog.commands:
+        assert cmd.block in ("ma", "va")
+        if cmd.block == "ma":
+            assert max(cmd.m, cmd.k, cmd.n) <= pg.MA_MAX
+            tensors = (cmd.a.tensor, cmd.b.tensor, cmd.c.tensor)
+        else:
+            assert 1 <= cmd.length <= va.MAX_LENGTH and cmd.repeat >= 1
+            tensors = [o.tensor for o in (cmd.src, cmd.src2, cmd.src3, cmd.dst, cmd.dst2) if o is not None]
+        assert all(t in prog.tensors for t in tensors)
+    spans = sorted((t.addr, t.addr + t.nbytes) for t in prog.tensors.values())
+    assert all(a % pg.ALIGN == 0 for a, _ in spans)
+    assert all(e <= a for (_, e), (a, _) in zip(spans, spans[1:], strict=False))  # no overlap
+    counts = pg.count_commands(prog)
+    assert sum(counts.values()) == sum(c.repeat if c.block == "va" else 1 for c in prog.commands)
+    text = pg.summary(prog)
+    assert "RECIP" in text and "no model yet" in text
+
+
+@pytest.mark.parametrize("lanes", [8, 32])
+def test_sum_follows_the_lane_count(lanes):
+    """SUM's bits depend on L; the interpreter takes L from the block configuration."""
+    rng = np.random.default_rng(lanes)
+    vals = rng.standard_normal(600) * 2.0 ** rng.integers(-8, 8, 600)
+    x = va.f32_to_bf16(vals.astype(np.float32).view(np.uint32))
+    b = pg.Builder(pg.BlockConfig(lanes=lanes))
+    b.const("x", x)
+    b.tensor("s", (1,), "binary32")
+    b.va(VaOpcode.SUM, 600, src="x", dst="s")
+    got = int(pg.run(b.program()).read("s")[0])
+    assert got == va.sum_bf16(x, lanes)
+    assert va.sum_bf16(x, 8) != va.sum_bf16(x, 32)   # the input tells the two apart
+
+
+def _mem_run(cmd_fields, data):
+    mem = np.zeros(4096, np.uint8)
+    for addr, arr in data:
+        raw = np.ascontiguousarray(arr).view(np.uint8)
+        mem[addr: addr + raw.size] = raw
+    code, _ = va.execute_proposed(va.VaCommand(**cmd_fields), mem)
+    return code, mem
+
+
+def test_recip_exhaustive():
+    x = np.arange(65536, dtype=np.uint16)
+    want = va.f32_to_bf16(va.recip_f32(va.bf16_in(x)))
+    np.testing.assert_array_equal(va.recip_bf16(x), want)
+    code, mem = _mem_run(dict(op=X.RECIP, length=1024, src=0, dst=2048), [(0, x[4096:5120])])
+    assert code == ErrorCode.NONE
+    np.testing.assert_array_equal(mem[2048:4096].view(np.uint16), want[4096:5120])
+
+
+def test_cvt_f32_and_scalar_from_memory():
+    rng = np.random.default_rng(1)
+    f = rng.integers(0, 2**32, 256, dtype=np.uint64).astype(np.uint32)
+    code, mem = _mem_run(dict(op=X.CVT_F32, length=256, src=0, dst=1024), [(0, f)])
+    assert code == ErrorCode.NONE
+    np.testing.assert_array_equal(mem[1024:1536].view(np.uint16), va.f32_to_bf16(f))
+    x = rng.integers(0, 65536, 100).astype(np.uint16)
+    s = np.uint16(0x3FC0)        # 1.5
+    wants = {X.MUL_MEM: va.scale_bf16(x, s), X.ADD_MEM: va.add_bf16(x, np.full(100, s, np.uint16))}
+    for op, want in wants.items():
+        code, mem = _mem_run(dict(op=op, length=100, src=0, src2=512, dst=1024),
+                             [(0, x), (512, np.array([s]))])
+        assert code == ErrorCode.NONE
+        np.testing.assert_array_equal(mem[1024:1224].view(np.uint16), want)
+    v = rng.integers(-2**20, 2**20, 64).astype(np.int32)
+    rs, ws = np.uint32(0x3C800000), 0x3E000000
+    code, mem = _mem_run(dict(op=X.DEQUANTIZE_MEM, length=64, src=0, src2=512, dst=1024, scalar=ws),
+                         [(0, v), (512, np.array([rs]))])
+    assert code == ErrorCode.NONE
+    np.testing.assert_array_equal(mem[1024:1152].view(np.uint16),
+                                  va.dequantize_int32(v, int(va.f32_mul(rs, np.uint32(ws)))))
+
+
+def test_topk_wide_equals_repeated_topk_passes():
+    """The contract's claim: TOPK_WIDE(k) is repeated TOP-K(8) passes that overwrite the
+    picked entries with NaN (ties and -inf included)."""
+    rng = np.random.default_rng(2)
+    x = rng.choice(np.array([0x3F80, 0x4000, 0xBF80, 0xFF80, 0x0000, 0x8000], np.uint16), 40)
+    k = 21
+    code, mem = _mem_run(dict(op=X.TOPK_WIDE, length=40, src=0, dst=512, dst2=1024, k=k), [(0, x)])
+    assert code == ErrorCode.NONE
+    got = mem[1024:1024 + 4 * k].view(np.int32)
+    work, picks = x.copy(), []
+    while len(picks) < k:
+        _, idx = va.topk_bf16(work, min(va.MAX_K, k - len(picks)))
+        picks += list(idx)
+        work[idx] = va.BF16_NAN
+    np.testing.assert_array_equal(got, picks)
+    np.testing.assert_array_equal(mem[512:512 + 2 * k].view(np.uint16), x[picks])
+
+
+def test_proposed_commands_are_checked():
+    assert va.execute_proposed(va.VaCommand(X.RECIP, 0), np.zeros(64, np.uint8))[0] == ErrorCode.BAD_COMMAND
+    mem = np.zeros(64, np.uint8)
+    assert va.execute_proposed(va.VaCommand(X.TOPK_WIDE, 4, k=5), mem)[0] == ErrorCode.BAD_COMMAND
+    assert va.execute_proposed(va.VaCommand(X.CVT_F32, 4, src=2, dst=32), np.zeros(64, np.uint8)) == (
+        ErrorCode.MISALIGNED, 2)
+    # the RTL's opcode set is unchanged: the plain VA refuses a proposed opcode
+    assert va.execute(va.VaCommand(X.RECIP, 4), np.zeros(64, np.uint8))[0] == ErrorCode.BAD_COMMAND
+    assert set(X).isdisjoint(set(VaOpcode)) and min(X) == max(VaOpcode) + 1
+    assert set(va.PROPOSED_CONTRACTS) == set(X)
+
+
+def test_bad_configuration_is_refused():
+    with pytest.raises(ValueError, match="lanes"):
+        pg.BlockConfig(lanes=12)
+    with pytest.raises(ValueError, match="outside"):
+        pg.MaCmd(0, 129, 1, 1, pg.Operand("a"), pg.Operand("b"), pg.Operand("c"), 1, 1, 1)

@@ -6,6 +6,8 @@ One definition for the RTL, the testbench (``Layout.const({...}).as_bits()`` to 
 flit has ``tail`` set (a one-flit packet has ``head`` and ``tail`` both set).
 """
 
+from functools import cache
+
 from amaranth.hdl import unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
@@ -13,8 +15,9 @@ from amaranth.lib.wiring import In, Out
 from spec.codes import MuonVc
 
 __all__ = [
-    "COORD_BITS", "CLASS_BITS", "RSV_ID_BITS", "FLIT_DATA_BITS", "MAX_MESH_SIDE",
-    "HeaderLayout", "FlitDataLayout", "FlitLayout", "DropLayout", "VC_COUNT",
+    "COORD_BITS", "CLASS_BITS", "RSV_ID_BITS", "FLIT_DATA_BITS", "MAX_FLIT_DATA_BITS",
+    "HEADER_BITS", "MAX_MESH_SIDE", "HeaderLayout", "FlitDataLayout", "FlitLayout",
+    "flit_data_layout", "flit_layout", "flit_data_bits", "check_flit_data_bits", "DropLayout", "VC_COUNT",
     "MuonLinkSignature", "FlitStreamSignature", "DropSignature",
 ]
 
@@ -22,7 +25,8 @@ COORD_BITS = 4                      # mesh coordinates: up to 16 × 16 routers
 MAX_MESH_SIDE = 1 << COORD_BITS
 CLASS_BITS = 3                      # spec.codes.TrafficClass values 0..7
 RSV_ID_BITS = 8                     # reservation id: generation and slot (hdl.muon.rbr)
-FLIT_DATA_BITS = 96                 # a flit carries a header or 96 payload bits
+FLIT_DATA_BITS = 96                 # default: a flit carries a header or 96 payload bits
+MAX_FLIT_DATA_BITS = 1024
 VC_COUNT = len(MuonVc)
 
 
@@ -43,6 +47,9 @@ class HeaderLayout(data.Struct):
     rsv_id: unsigned(RSV_ID_BITS)
 
 
+HEADER_BITS = HeaderLayout.as_shape().size     # a flit's data holds at least a header
+
+
 class FlitDataLayout(data.Union):
     """A flit's 96 data bits: the header of a head flit, or payload."""
     header: HeaderLayout
@@ -55,6 +62,42 @@ class FlitLayout(data.Struct):
     head: unsigned(1)
     tail: unsigned(1)
     data: FlitDataLayout
+
+
+def check_flit_data_bits(data_bits):
+    """A flit's data width: an integer from :data:`HEADER_BITS` (91) to
+    :data:`MAX_FLIT_DATA_BITS`."""
+    if not isinstance(data_bits, int) or isinstance(data_bits, bool):
+        raise TypeError(f"flit data bits must be an integer, not {data_bits!r}")
+    if not HEADER_BITS <= data_bits <= MAX_FLIT_DATA_BITS:
+        raise ValueError(f"flit data bits must be in {HEADER_BITS}..{MAX_FLIT_DATA_BITS}, "
+                         f"not {data_bits}")
+
+
+@cache
+def flit_data_layout(data_bits=FLIT_DATA_BITS):
+    """A flit's ``data_bits`` data bits: the header of a head flit (its low bits), or
+    payload; :class:`FlitDataLayout` at the default width."""
+    check_flit_data_bits(data_bits)
+    if data_bits == FLIT_DATA_BITS:
+        return FlitDataLayout
+    return data.UnionLayout({"header": HeaderLayout, "payload": unsigned(data_bits)})
+
+
+@cache
+def flit_layout(data_bits=FLIT_DATA_BITS):
+    """One flit of ``data_bits`` data bits, fields as :class:`FlitLayout` (which it is
+    at the default width)."""
+    check_flit_data_bits(data_bits)
+    if data_bits == FLIT_DATA_BITS:
+        return FlitLayout
+    return data.StructLayout({"vc": unsigned(1), "head": unsigned(1), "tail": unsigned(1),
+                              "data": flit_data_layout(data_bits)})
+
+
+def flit_data_bits(layout):
+    """The data width of a flit layout made by :func:`flit_layout`."""
+    return data.Layout.cast(layout)["data"].shape.size
 
 
 class DropLayout(data.Struct):
@@ -78,24 +121,28 @@ class MuonLinkSignature(wiring.Signature):
        slot of that VC's buffer; each pulse gives the sender one credit back.
     4. So no buffer overflows, no flit is dropped on a link and no credit is created or
        lost: credits held + flits in flight + flits buffered + credits in flight = depth.
+
+    ``data_bits``: the flits' data width (:func:`flit_layout`).
     """
 
-    def __init__(self):
+    def __init__(self, data_bits=FLIT_DATA_BITS):
+        self.data_bits = data_bits
         super().__init__({
             "valid": Out(1),
-            "flit": Out(FlitLayout),
+            "flit": Out(flit_layout(data_bits)),
             "credit": In(VC_COUNT),
         })
 
 
-def FlitStreamSignature():
-    """Injection and ejection ports: a ``lib.stream`` of flits (valid/ready).
+def FlitStreamSignature(data_bits=FLIT_DATA_BITS):
+    """Injection and ejection ports: a ``lib.stream`` of flits (valid/ready) of
+    ``data_bits`` data bits (:func:`flit_layout`).
 
     On an injection port, ``ready`` may depend on the offered flit's VC (each VC has
     its own buffer). Flits of the two VCs may interleave on a port between or inside
     packets; within one VC, a packet's flits are consecutive.
     """
-    return stream.Signature(FlitLayout)
+    return stream.Signature(flit_layout(data_bits))
 
 
 def DropSignature():

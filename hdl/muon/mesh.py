@@ -7,7 +7,7 @@ from amaranth.lib.wiring import In, Out
 
 from spec.codes import MUON_HOP_CYCLES, MUON_INJECT_CYCLES, MuonPort
 
-from .layouts import DropSignature, FlitStreamSignature
+from .layouts import FLIT_DATA_BITS, DropSignature, FlitStreamSignature, check_flit_data_bits
 from .rbr import DURATION_BITS, SlotLayout, check_rbr_parameters, router_on_path
 from .router import PORTS, Router, at_least, check_router_parameters
 
@@ -29,21 +29,26 @@ class Mesh(wiring.Component):
     Ports are arrays indexed by :func:`node_index`: ``inject[n]``, ``eject[n]``,
     ``dropped[n]``. ``now`` is the timebase, ``max_age`` the TSP limit (cycles), and
     ``slots`` the reservation table: a router output on a slot's path is blocked for
-    best-effort flits in the slot's window there (``hdl.muon.rbr``).
+    best-effort flits in the slot's window there (``hdl.muon.rbr``). ``flit_data_bits``
+    is the flits' data width (:func:`hdl.muon.layouts.flit_layout`), 91..1024 bits.
     """
 
-    def __init__(self, cols, rows, *, slots=8, be_depth=8, rsv_depth=4, starve_limit=4):
+    def __init__(self, cols, rows, *, slots=8, be_depth=8, rsv_depth=4, starve_limit=4,
+                 flit_data_bits=FLIT_DATA_BITS):
         check_router_parameters(cols, rows, be_depth, rsv_depth, starve_limit)
         check_rbr_parameters(slots)
+        check_flit_data_bits(flit_data_bits)
         self.cols, self.rows, self.n_slots = cols, rows, slots
-        self._depths = dict(be_depth=be_depth, rsv_depth=rsv_depth, starve_limit=starve_limit)
+        self.flit_data_bits = fb = flit_data_bits
+        self._depths = dict(be_depth=be_depth, rsv_depth=rsv_depth, starve_limit=starve_limit,
+                            flit_data_bits=fb)
         nodes = cols * rows
         # Per router: its outputs inside a reservation window (read by the unit tests).
         self._blocks = {(x, y): Signal(PORTS, name=f"block_{x}_{y}")
                         for y in range(rows) for x in range(cols)}
         super().__init__({
-            "inject": In(FlitStreamSignature()).array(nodes),
-            "eject": Out(FlitStreamSignature()).array(nodes),
+            "inject": In(FlitStreamSignature(fb)).array(nodes),
+            "eject": Out(FlitStreamSignature(fb)).array(nodes),
             "dropped": Out(DropSignature()).array(nodes),
             "now": In(64), "max_age": In(32),
             "slots": In(data.ArrayLayout(SlotLayout, slots)),

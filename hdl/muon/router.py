@@ -31,13 +31,15 @@ from spec.codes import MuonPort, MuonVc
 
 from .layouts import (
     CLASS_BITS,
+    FLIT_DATA_BITS,
     MAX_MESH_SIDE,
     VC_COUNT,
     DropLayout,
     DropSignature,
-    FlitLayout,
     FlitStreamSignature,
     MuonLinkSignature,
+    check_flit_data_bits,
+    flit_layout,
 )
 
 __all__ = ["Router", "InputUnit", "OutputUnit", "xy_port", "check_router_parameters",
@@ -158,18 +160,20 @@ class InputUnit(wiring.Component):
     cycle. ``credit`` pulses one cycle after each freed slot, per VC.
     """
 
-    def __init__(self, x, y, cols, rows, be_depth, rsv_depth, starve_limit, *, local):
+    def __init__(self, x, y, cols, rows, be_depth, rsv_depth, starve_limit, *, local,
+                 flit_data_bits=FLIT_DATA_BITS):
         self._pos, self._size = (x, y), (cols, rows)
         self._depths = (be_depth, rsv_depth)
         self._limit, self._local = starve_limit, local
-        width = FlitLayout.as_shape().size
+        self._flit = flit = flit_layout(flit_data_bits)
+        width = flit.as_shape().size
         # The buffers, one per VC (their levels are read by the formal proofs).
         self._fifos = [SyncFIFO(width=width, depth=depth) for depth in self._depths]
         super().__init__({
-            "w_valid": In(1), "w_flit": In(FlitLayout), "w_rdy": Out(VC_COUNT),
+            "w_valid": In(1), "w_flit": In(flit), "w_rdy": Out(VC_COUNT),
             "credit": Out(VC_COUNT),
             "now": In(64), "max_age": In(32),
-            "valid": Out(1), "flit": Out(FlitLayout), "port": Out(3), "key": Out(KEY_BITS),
+            "valid": Out(1), "flit": Out(flit), "port": Out(3), "key": Out(KEY_BITS),
             "pop": In(1), "passed": In(1),
             "drop_req": Out(1), "drop": Out(DropLayout), "drop_ack": In(1),
         })
@@ -178,7 +182,8 @@ class InputUnit(wiring.Component):
         m = Module()
         (x, y), (cols, rows) = self._pos, self._size
         fifos = self._fifos
-        incoming = FlitLayout(Signal(FlitLayout.as_shape().size, name="incoming"))
+        flit = self._flit
+        incoming = flit(Signal(flit.as_shape().size, name="incoming"))
         m.d.comb += incoming.eq(self.w_flit)
         if self._local:  # TSP: the injection port writes the injection time
             with m.If(self.w_flit.head):
@@ -187,7 +192,7 @@ class InputUnit(wiring.Component):
         pops, drop_cands, fronts, ports = [], [], [], []
         for vc, fifo in enumerate(fifos):
             m.submodules[f"fifo{vc}"] = fifo
-            front = FlitLayout(fifo.r_data)
+            front = flit(fifo.r_data)
             header = front.data.header
             m.d.comb += [fifo.w_data.eq(incoming), fifo.w_en.eq(self.w_valid & (self.w_flit.vc == vc)),
                          self.w_rdy[vc].eq(fifo.w_rdy)]
@@ -262,7 +267,8 @@ class OutputUnit(wiring.Component):
     window, no best-effort flit is sent.
     """
 
-    def __init__(self, be_depth, rsv_depth, *, local, inputs=PORTS):
+    def __init__(self, be_depth, rsv_depth, *, local, inputs=PORTS,
+                 flit_data_bits=FLIT_DATA_BITS):
         if not isinstance(inputs, int) or not 1 <= inputs <= PORTS:
             raise ValueError(f"an output has 1..{PORTS} inputs, not {inputs!r}")
         self._depths, self._local, self._n = (be_depth, rsv_depth), local, inputs
@@ -274,13 +280,13 @@ class OutputUnit(wiring.Component):
         members = {
             "valid": In(n), "vc": In(n), "head": In(n), "tail": In(n),
             "key": In(data.ArrayLayout(KEY_BITS, n)),
-            "flit": In(FlitLayout),
+            "flit": In(flit_layout(flit_data_bits)),
             "block": In(1), "grant": Out(n), "passed": Out(n),
         }
         if local:
-            members["eject"] = Out(FlitStreamSignature())
+            members["eject"] = Out(FlitStreamSignature(flit_data_bits))
         else:
-            members["link"] = Out(MuonLinkSignature())
+            members["link"] = Out(MuonLinkSignature(flit_data_bits))
         super().__init__(members)
 
     def _lane(self, m, vc, requests, can_send, arbitrate):
@@ -360,18 +366,23 @@ class Router(wiring.Component):
     ``be_depth`` / ``rsv_depth``: input buffer depth of the best-effort / reserved VC, in
     flits (the credit loop is 4 cycles, so 4 sustain one flit a cycle). ``starve_limit``:
     pass-overs before a best-effort head is promoted above every class.
+    ``flit_data_bits``: the flits' data width (:func:`hdl.muon.layouts.flit_layout`),
+    91..1024 bits.
     """
 
-    def __init__(self, x, y, cols, rows, *, be_depth=8, rsv_depth=4, starve_limit=4):
+    def __init__(self, x, y, cols, rows, *, be_depth=8, rsv_depth=4, starve_limit=4,
+                 flit_data_bits=FLIT_DATA_BITS):
         check_router_parameters(cols, rows, be_depth, rsv_depth, starve_limit)
+        check_flit_data_bits(flit_data_bits)
         if not (0 <= x < cols and 0 <= y < rows):
             raise ValueError(f"router ({x}, {y}) is outside a {cols}×{rows} mesh")
         self.x, self.y = x, y
+        self.flit_data_bits = fb = flit_data_bits
         self._args = (cols, rows, be_depth, rsv_depth, starve_limit)
-        members = {"inject": In(FlitStreamSignature()), "eject": Out(FlitStreamSignature())}
+        members = {"inject": In(FlitStreamSignature(fb)), "eject": Out(FlitStreamSignature(fb))}
         for port in DIRECTIONS:
-            members[f"out_{port.name.lower()}"] = Out(MuonLinkSignature())
-            members[f"in_{port.name.lower()}"] = In(MuonLinkSignature())
+            members[f"out_{port.name.lower()}"] = Out(MuonLinkSignature(fb))
+            members[f"in_{port.name.lower()}"] = In(MuonLinkSignature(fb))
         members.update({"dropped": Out(DropSignature()), "now": In(64), "max_age": In(32),
                         "block": In(PORTS)})
         super().__init__(members)
@@ -385,7 +396,7 @@ class Router(wiring.Component):
         for port in present:
             local = port == MuonPort.LOCAL
             unit = InputUnit(self.x, self.y, cols, rows, be_depth, rsv_depth, starve_limit,
-                             local=local)
+                             local=local, flit_data_bits=self.flit_data_bits)
             m.submodules[f"in_{port.name.lower()}"] = unit
             m.d.comb += [unit.now.eq(self.now), unit.max_age.eq(self.max_age)]
             if local:
@@ -400,7 +411,8 @@ class Router(wiring.Component):
         feeds = {o: [i for i in FEEDS[o] if i in ins] for o in present}
         for port in present:
             local = port == MuonPort.LOCAL
-            out = OutputUnit(be_depth, rsv_depth, local=local, inputs=len(feeds[port]))
+            out = OutputUnit(be_depth, rsv_depth, local=local, inputs=len(feeds[port]),
+                             flit_data_bits=self.flit_data_bits)
             m.submodules[f"out_{port.name.lower()}"] = out
             if local:
                 wiring.connect(m, wiring.flipped(self.eject), out.eject)

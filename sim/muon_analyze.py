@@ -205,6 +205,7 @@ def add_arguments(parser):
 
 def main(argv=None):
     """Entry point; returns the exit status (2 and one error line for a bad capture)."""
+    import os
     import sys
     parser = argparse.ArgumentParser(prog="v4hw muon analyze", description=__doc__.splitlines()[0])
     add_arguments(parser)
@@ -215,5 +216,9 @@ def main(argv=None):
     except CaptureError as error:
         print(f"v4hw: error: {error}", file=sys.stderr)
         return 2
-    print("\n".join(lines))
+    try:
+        print("\n".join(lines))
+        sys.stdout.flush()
+    except BrokenPipeError:     # `| head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0

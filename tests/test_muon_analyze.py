@@ -85,6 +85,17 @@ def test_round_trip(tmp_path):
     assert [{k: v for k, v in r.items() if k != "kind"} for r in got_reservations] == reservations
 
 
+def test_a_capture_of_the_rtl(capsys):
+    """A capture the sniffer wrote on the 4×4 RTL (tests/test_muon_analyze_fuzz.py says
+    which run): read whole, its reserved flows without jitter."""
+    from tests.test_muon_analyze_fuzz import RTL_CAPTURE
+    assert main(["muon", "analyze", str(RTL_CAPTURE), "--stats"]) == 0
+    out = capsys.readouterr().out
+    reserved = [line.split() for line in out.splitlines() if "reserved id" in line]
+    assert len(reserved) == 3 and all(row[3:5] == ["3", "0"] and row[-1] == "0"
+                                      for row in reserved)
+
+
 def test_limits_match_the_rtl():
     assert muon_capture.MAX_MESH_SIDE == layouts.MAX_MESH_SIDE
     assert muon_capture.RSV_ID_BITS == layouts.RSV_ID_BITS

@@ -1,8 +1,8 @@
-"""Fuzzing ``v4hw muon analyze``: a seeded mutator over valid captures (the golden
-model's reservation answers, packets at or above their zero-load latency) changes
-fields, lines and bytes; every mutant is either read and reported with no impossible
-value, or refused with one :class:`CaptureError` line. Nothing else may escape, and the
-whole run takes seconds.
+"""Fuzzing ``v4hw muon analyze``: a seeded mutator over valid captures (one the RTL's
+sniffer wrote, and others built with the golden model's reservation answers and packets
+at or above their zero-load latency) changes fields, lines and bytes; every mutant is
+either read and reported with no impossible value, or refused with one
+:class:`CaptureError` line. Nothing else may escape, and the whole run takes seconds.
 
 The seed is printed; ``V4HW_SEED=<n>`` reruns one sequence.
 """
@@ -10,6 +10,7 @@ The seed is printed; ``V4HW_SEED=<n>`` reruns one sequence.
 import json
 import re
 import time
+from pathlib import Path
 
 from golden.muon import ReservationModel, zero_load_latency
 from sim import seed
@@ -18,6 +19,10 @@ from sim.muon_capture import FORMAT, VERSION, CaptureError, read_capture
 from tests.test_muon_analyze import capture_records
 
 CASES = 3000
+# Written by the sniffer in tests/test_muon_cocotb.py::test_muon[verilator-4x4-
+# reserved_flows_zero_jitter]; its 9 reserved packets, 3 reservations and the first 80
+# best-effort packets (60 delivered, 20 dropped by TSP) of 678.
+RTL_CAPTURE = Path(__file__).parent / "data" / "muon-4x4-reserved-flows.capture"
 VALUES = [-1, 0, 1, 2, 7, 15, 16, 42, 255, 256, 65535, 65536, 10**12, 2**63, 2**64 - 1,
           2**64, 10**30, None, True, False, "", "7", [], [0], [0, 0], [15, 15], [16, 0],
           [0, 0, 0], [-1, 0], [10**12, 0], {}, 1.5, 1e300]
@@ -170,8 +175,8 @@ _NEGATIVE = re.compile(r"(?<![\w)])-\d")
 
 def test_mutated_captures_are_reported_or_refused_in_one_line(tmp_path):
     rng = seed.test_seed()      # prints the seed
-    bases = [lines_of(*capture_records())] + [lines_of(*golden_capture(rng))
-                                               for _ in range(40)]
+    bases = ([RTL_CAPTURE.read_text().splitlines(), lines_of(*capture_records())]
+             + [lines_of(*golden_capture(rng)) for _ in range(40)])
     path = tmp_path / "fuzz.capture"
     for lines in bases:      # every unmutated capture is valid
         path.write_text("\n".join(lines) + "\n")

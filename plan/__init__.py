@@ -4,6 +4,8 @@ and ``golden`` (the latency models), never the RTL or a simulator (docs/plan.md)
 """
 
 from .checks import check_acyclic, check_graph, check_latency, check_masks, find_cycle
+from .cli import cli_main
+from .dstp import Plan, plan
 from .errors import (
     IRError,
     IRFormatError,
@@ -31,4 +33,4 @@ __all__ = ["IRError", "IRFormatError", "LatencyBoundViolated", "STDGCycleDetecte
            "SparsityMask", "PrefillOp", "DecodeOp", "CacheMigrateOp", "BarrierOp", "Graph",
            "graph_to_json", "graph_from_json", "LatencyModel", "MaLatency", "LinearLatency",
            "Block", "Machine", "check_graph", "check_latency", "check_masks", "find_cycle",
-           "check_acyclic"]
+           "check_acyclic", "Plan", "plan", "cli_main"]

@@ -32,6 +32,7 @@ field.
 import json
 import re
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 from spec.codes import TrafficClass
 
@@ -297,7 +298,7 @@ class Graph:
                                       "them orders the writes")
                     writer[phase, tensor] = op.name
 
-    @property
+    @cached_property
     def tensor(self):
         """``{name: Tensor}``."""
         return {t.name: t for t in self.tensors}

@@ -43,14 +43,23 @@ def random_graph(rng, n_ops, *, barriers=0, dim_choices=(8, 16, 32), bound_slack
             src = pick() if pick else tensor((m, k), "bf16")
             inputs, out, shape = (src.name,), tensor(src.shape, src.dtype), ()
         elif rng.random() < 0.5:
-            op_type, shape = "gemm", (m, k, n)
-            a = tensor((m, k), precision)
-            b = pick() if pick else tensor((k, n), precision)
+            # The MA reads int8/bf16 operands; A is an earlier result of that precision.
+            fits = [t for t in written if t.dtype == precision and len(t.shape) == 2]
+            if fits and rng.random() < 0.8:
+                a = rng.choice(fits)
+                m, k = a.shape
+            else:
+                a = tensor((m, k), precision)
+            shape = (m, k, n)
+            op_type = "gemm"
+            b = tensor((k, n), precision)
             inputs, out = (a.name, b.name), tensor((m, n), "fp32")
         else:
             op_type = rng.choice(_VA_TYPES + ("gather",))
             src = pick() if pick else tensor((m, n), "bf16")
-            inputs, out, shape = (src.name,), tensor(src.shape, src.dtype), (m, n, es)
+            m, n = (src.shape + (1,))[:2]
+            inputs, out = (src.name,), tensor(src.shape, precision)
+            shape = (m, n, es)
             if op_type == "gather":
                 row_ptr = tensor((m + 1,), "int32")
                 col_idx = tensor((rng.randrange(1, m * n + 1),), "int32")

@@ -1,0 +1,294 @@
+"""The DSTP planner (plan/dstp.py) against invariants checked here independently:
+precedence and releases kept, no two ops on one block at once, every Muon window on its
+own on each link and every RBR request granted at once when the plan's requests are
+replayed through the golden reservation table, MC channels never double-booked, the
+makespan at or above both lower bounds; determinism, class order, gap filling,
+infeasibility."""
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from golden.muon import Reservation as GoldenReservation
+from golden.muon import ReservationModel, path_links, window
+from plan.dstp import plan
+from plan.errors import IRError, ScheduleInfeasible
+from plan.ir import (
+    BarrierOp,
+    CacheMigrateOp,
+    DecodeOp,
+    Dependency,
+    Graph,
+    PrefillOp,
+    Tensor,
+    graph_from_json,
+    graph_to_json,
+)
+from plan.machine import Block, LinearLatency, Machine
+from plan.synthetic import random_graph
+from sim.seed import test_seed
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _disjoint(intervals, what):
+    intervals = sorted(intervals)
+    for (s0, e0, a), (s1, e1, b) in zip(intervals, intervals[1:], strict=False):
+        assert e0 <= s1, f"{what}: {a} [{s0}, {e0}) overlaps {b} [{s1}, {e1})"
+
+
+def verify(result, graph, machine):
+    """Every invariant of a plan, from the graph and the machine alone."""
+    entries = {e.op: e for e in result.entries}
+    assert [e.op for e in result.entries] == [op.name for op in graph.ops]
+    blocks = {b.name: b for b in machine.blocks}
+    mc = tuple(machine.mc_node)
+    per_block, per_channel, per_link, requests = {}, {}, {}, []
+    for op in graph.ops:
+        e = entries[op.name]
+        if isinstance(op, BarrierOp):
+            assert e.block is None and e.start == e.finish
+            continue
+        assert blocks[e.block].kind == machine.kind_of(op)
+        assert e.finish - e.start == machine.cycles(op, graph) <= op.latency_bound
+        assert e.start >= graph.stage_zero(op.stage) + max(
+            [d.offset for d in op.dependency], default=0)
+        per_block.setdefault(e.block, []).append((e.start, e.finish, op.name))
+        node = tuple(blocks[e.block].node)
+        tensors = graph.tensor
+        read = sum(tensors[t].nbytes for t in op.inputs)
+        written = sum(tensors[t].nbytes for t in op.outputs)
+        want = []
+        if read:
+            want.append(("in", mc, node, e.start, -(-read // machine.flit_bytes)))
+        if written:
+            flits = -(-written // machine.flit_bytes)
+            want.append(("out", node, mc, e.finish - flits, flits))
+        got = [(r.direction, r.src, r.dst, r.start, r.duration) for r in e.reservations]
+        assert got == want, op.name
+        assert [(c[1], c[2]) for c in e.channels] == [(w[3], w[3] + w[4]) for w in want]
+        for (channel, s, end), r in zip(e.channels, e.reservations, strict=True):
+            assert 0 <= channel < machine.mc_channels
+            per_channel.setdefault(channel, []).append((s, end, op.name))
+            assert r.request == r.start - machine.rbr_lead >= 0
+            requests.append((r.request, r.start, op.name, r))
+            for link, hop in path_links(r.src, r.dst):
+                lo, hi = window(r.start, r.duration, link, hop)
+                per_link.setdefault(link, []).append((lo, hi, op.name))
+    for name, intervals in per_block.items():
+        _disjoint(intervals, f"block {name}")
+    for channel, intervals in per_channel.items():
+        _disjoint(intervals, f"MC channel {channel}")
+    for link, intervals in per_link.items():
+        _disjoint(intervals, f"Muon link {link}")
+    # Replayed in request order through the golden table, every request is granted as
+    # planned: no collision and no retry left for run time, and never more live
+    # reservations than table slots.
+    table = ReservationModel(*machine.mesh, slots=machine.rbr_slots)
+    for now, _, name, r in sorted(requests, key=lambda q: q[:3]):
+        answer = table.request(now, r.src, r.dst, r.start, r.duration, r.bandwidth)
+        assert answer != "bad request" and answer.granted, (name, r, answer)
+        assert GoldenReservation(0, r.src, r.dst, r.start, r.duration).end == r.end
+    # Precedence: STDG edges, and barriers against everything before and after them.
+    for src, dst, _ in graph.edges():
+        assert entries[dst].start >= entries[src].finish, (src, dst)
+    barrier_at = None
+    for i, op in enumerate(graph.ops):
+        if isinstance(op, BarrierOp):
+            assert all(entries[o.name].finish <= entries[op.name].start
+                       for o in graph.ops[:i])
+            barrier_at = entries[op.name].start
+        elif barrier_at is not None:
+            assert entries[op.name].start >= barrier_at
+    assert result.makespan == max((e.finish for e in result.entries), default=0)
+    assert result.makespan >= result.critical_path and result.makespan >= result.busiest[1]
+    assert result.makespan <= result.max_cycles
+
+
+def test_random_graphs_keep_every_invariant():
+    rng = test_seed()
+    for _ in range(25):
+        graph = random_graph(rng, rng.randrange(1, 80), barriers=rng.randrange(4))
+        # Two of an op's own transfers may be live at once: 2 channels and slots at least.
+        machine = Machine(mc_channels=rng.choice([2, 4]), rbr_slots=rng.choice([2, 3, 8]))
+        verify(plan(graph, machine), graph, machine)
+
+
+def test_two_instances_of_a_block():
+    rng = test_seed()
+    machine = Machine(blocks=(Block("ma0", "ma", (1, 0)), Block("ma1", "ma", (1, 1)),
+                              Block("va0", "va", (0, 1)), Block("cme0", "cme", (2, 1))),
+                      mesh=(3, 2))
+    graph = random_graph(rng, 60, barriers=1)
+    result = plan(graph, machine)
+    verify(result, graph, machine)
+    assert {e.block for e in result.entries if e.block and e.block.startswith("ma")} == {
+        "ma0", "ma1"}
+
+
+def test_deterministic():
+    rng = test_seed()
+    graph = random_graph(rng, 120, barriers=2)
+    text = plan(graph, Machine()).to_json(graph)
+    assert plan(graph, Machine()).to_json(graph) == text
+    assert plan(graph_from_json(graph_to_json(graph)), Machine()).to_json(graph) == text
+    stamped = json.loads(text)["graph"]
+    assert [op["timestamp"] for op in stamped["ops"]] == [
+        e["start"] for e in json.loads(text)["entries"]]
+
+
+def test_deterministic_across_processes(tmp_path):
+    """Another interpreter with another hash seed gives the same bytes."""
+    path = tmp_path / "g.json"
+    path.write_text(graph_to_json(random_graph(test_seed(), 150, barriers=2)))
+    digests = set()
+    for hash_seed in ("1", "2"):
+        out = tmp_path / f"plan{hash_seed}.json"
+        subprocess.run([sys.executable, "-m", "plan", str(path), "--json", str(out), "--quiet"],
+                       cwd=ROOT, check=True, capture_output=True,
+                       env=os.environ | {"PYTHONHASHSEED": hash_seed})
+        digests.add(hashlib.sha256(out.read_bytes()).hexdigest())
+    assert len(digests) == 1
+
+
+def vop(cls, name, release=0, size=64, **kwargs):
+    """A VA op reading its own input tensor of ``size`` bf16 elements."""
+    return cls(name=name, op_type=kwargs.pop("op_type", "norm"), inputs=(f"{name}_in",),
+               outputs=(f"{name}_out",), latency_bound=100_000,
+               dependency=(Dependency(f"{name}_in", "read", release),) if release else (),
+               **kwargs)
+
+
+def graph_of(ops, size=64):
+    tensors = []
+    for op in ops:
+        if not isinstance(op, BarrierOp):
+            tensors += [Tensor(t, (size,), "bf16") for t in op.inputs + op.outputs
+                        if t not in {x.name for x in tensors}]
+    return Graph(tuple(tensors), tuple(ops))
+
+
+def test_decode_before_prefill_before_cache_migrate():
+    machine = Machine(op_blocks={"norm": "va", "migrate": "va"})
+    ops = [vop(CacheMigrateOp, "m0", op_type="migrate"), vop(PrefillOp, "p0"),
+           vop(DecodeOp, "d0"), vop(PrefillOp, "p1"), vop(CacheMigrateOp, "m1", op_type="migrate"),
+           vop(DecodeOp, "d1")]
+    graph = graph_of(ops)
+    result = plan(graph, machine)
+    verify(result, graph, machine)
+    order = [e.op for e in sorted(result.entries, key=lambda e: e.start)]
+    assert order == ["d0", "d1", "p0", "p1", "m0", "m1"]
+
+
+def test_cache_migrate_fills_the_gaps():
+    """d1 cannot start before cycle 3000 (its offset); the migrate op, placed after both
+    decode ops, fits in the gap before d1, the longer prefill op does not."""
+    machine = Machine(op_blocks={"norm": "va", "migrate": "va"})
+    ops = [vop(DecodeOp, "d0"), vop(DecodeOp, "d1", release=3000),
+           vop(PrefillOp, "p0", size=64 * 1024), vop(CacheMigrateOp, "m0", op_type="migrate")]
+    tensors = [Tensor(t, (64 * 1024 if t.startswith("p0") else 64,), "bf16")
+               for op in ops for t in op.inputs + op.outputs]
+    graph = Graph(tuple(tensors), tuple(ops))
+    result = plan(graph, machine)
+    verify(result, graph, machine)
+    d0, d1, p0, m0 = (result.entry(n) for n in ("d0", "d1", "p0", "m0"))
+    assert d1.start == 3000
+    assert p0.start >= d1.finish          # too long for the gap
+    assert d0.finish <= m0.start and m0.finish <= d1.start
+
+
+def test_rbr_windows_on_a_shared_link_are_folded_in():
+    """An MA op and a VA op both read from the MC at once: their windows share the MC's
+    injection port, so the second starts when the first's window has passed."""
+    t = (Tensor("a", (16, 64), "int8"), Tensor("b", (64, 16), "int8"),
+         Tensor("c", (16, 16), "fp32"), Tensor("x", (512,), "bf16"), Tensor("y", (512,), "bf16"))
+    ops = (DecodeOp(name="gemm0", op_type="gemm", inputs=("a", "b"), outputs=("c",),
+                    precision="int8", tile_shape=(16, 64, 16), latency_bound=10_000),
+           DecodeOp(name="norm0", op_type="norm", inputs=("x",), outputs=("y",),
+                    latency_bound=10_000))
+    graph = Graph(t, ops)
+    result = plan(graph, Machine())
+    verify(result, graph, Machine())
+    first, second = sorted(result.entries, key=lambda e: e.start)
+    assert first.start == Machine().rbr_lead                   # its request at cycle 0
+    assert second.start == first.start + first.reservations[0].duration
+
+
+def test_critical_path_and_busiest_bounds():
+    """A chain on one block: makespan, critical path and the block's load agree."""
+    names = [f"n{i}" for i in range(5)]
+    t = tuple(Tensor(f"t{i}", (64,), "bf16") for i in range(6))
+    ops = tuple(DecodeOp(name=n, op_type="norm", inputs=(f"t{i}",), outputs=(f"t{i + 1}",),
+                         latency_bound=999) for i, n in enumerate(names))
+    graph = Graph(t, ops)
+    machine = Machine()
+    result = plan(graph, machine)
+    verify(result, graph, machine)
+    total = sum(machine.cycles(op, graph) for op in ops)
+    assert result.busiest == ("va", total)
+    assert result.critical_path == machine.rbr_lead + total == result.makespan
+
+
+def test_barrier_orders_phases():
+    ops = [vop(DecodeOp, "a"), BarrierOp(name="sync"), vop(CacheMigrateOp, "m", op_type="migrate"),
+           vop(DecodeOp, "b")]
+    graph = graph_of(ops)
+    result = plan(graph, Machine())
+    verify(result, graph, Machine())
+    assert result.entry("sync").start == result.entry("a").finish
+    assert min(result.entry("m").start, result.entry("b").start) >= result.entry("a").finish
+
+
+def test_infeasible_within_max_cycles():
+    graph = random_graph(test_seed(), 40)
+    result = plan(graph, Machine())
+    assert plan(graph, Machine(), max_cycles=result.makespan).to_json(graph) == \
+        result.to_json(graph).replace(f'"max_cycles": {result.max_cycles}',
+                                      f'"max_cycles": {result.makespan}')
+    with pytest.raises(ScheduleInfeasible) as info:
+        plan(graph, Machine(), max_cycles=result.makespan - 1)
+    assert str(info.value).startswith("ScheduleInfeasible: No feasible temporal mapping found "
+                                      f"within max_cycles={result.makespan - 1}: op ")
+    with pytest.raises(ValueError, match="max_cycles must be a positive integer"):
+        plan(graph, Machine(), max_cycles=0)
+
+
+def test_flits_beyond_the_model_are_an_error():
+    graph = graph_of([vop(DecodeOp, "big")], size=4096)
+    fast = Machine(flit_bytes=1)
+    with pytest.raises(IRError, match="op big: its 8192 flits in do not fit in the"):
+        plan(graph, fast)
+
+
+def test_too_few_slots_or_channels_is_infeasible():
+    """The input and output reservations of a short op are live at once: one RBR slot
+    (or, when the transfers overlap, one MC channel) can never hold both."""
+    graph = graph_of([vop(DecodeOp, "d0")], size=60)
+    short = Machine().models | {"va": LinearLatency("va", setup=0)}
+    with pytest.raises(ScheduleInfeasible, match="op d0's reservations are live at once and "
+                                                 "the RBR table has 1 slot"):
+        plan(graph, Machine(rbr_slots=1, models=short))
+    with pytest.raises(ScheduleInfeasible, match="op d0's transfers overlap and the MC has 1 "
+                                                 "channel"):
+        plan(graph, Machine(mc_channels=1, models=short))
+    two = Machine(mc_channels=2, rbr_slots=2, models=short)
+    verify(plan(graph, two), graph, two)
+
+
+def test_plan_json_and_table():
+    graph = graph_of([vop(DecodeOp, "d0"), BarrierOp(name="sync"), vop(PrefillOp, "p0")])
+    result = plan(graph, Machine())
+    obj = json.loads(result.to_json(graph))
+    assert obj["format"] == "v4hw-dstp-plan" and obj["version"] == 1
+    assert obj["makespan"] == result.makespan
+    assert graph_from_json(json.dumps(obj["graph"])) == result.stamped_graph(graph)
+    lines = result.table().splitlines()
+    assert lines[0].split() == ["op", "kind", "block", "start", "finish", "bound"]
+    assert lines[1].split() == ["d0", "decode", "va0", str(result.entry("d0").start),
+                                str(result.entry("d0").finish), "100000"]
+    assert lines[-1] == result.summary()

@@ -8,7 +8,8 @@ Resources (each a timeline of busy half-open intervals):
    it start first; the machine's order breaks ties).
 2. **Muon links (RBR).** An op's inputs come from the MC's node in one reservation of
    ``ceil(bytes read / flit_bytes)`` cycles opening at its start; its outputs go back in
-   one reservation closing at its finish. A reservation's window on each link of its XY
+   one reservation whose last window (the MC's ejection port) closes at its finish, so a
+   consumer starting then finds them at the MC. A reservation's window on each link of its XY
    path is shifted by the link's hop (``golden.muon.window``); no two windows overlap on
    a link. Each reservation is requested ``rbr_lead`` cycles ahead of its start (the
    table's decision lead, so every request is at cycle >= 0) and holds one of the
@@ -251,7 +252,14 @@ class _Grid:
         if rd:
             transfers.append(("in", mc, node, 0, rd))
         if wr:
-            transfers.append(("out", node, mc, dur - wr, wr))
+            # The outputs are at the MC when the op completes: the window on the MC's
+            # ejection port closes at the finish.
+            offset = dur - wr - self.path(node, mc)[1]
+            if offset < 0:
+                raise IRError(f"op {name}: its {wr} flits out, {self.path(node, mc)[1]} "
+                              f"cycles behind on the path to the MC, do not fit in its "
+                              f"{dur} cycles")
+            transfers.append(("out", node, mc, offset, wr))
         t = release
         for _, _, _, offset, _ in transfers:
             t = max(t, self.lead - offset)      # requests are made at cycle >= 0
@@ -357,6 +365,7 @@ def plan(graph, machine, *, max_cycles=DEFAULT_MAX_CYCLES):
                               f"{dur} cycles its {machine.kind_of(op)} model gives")
         info[op.name] = (dur, rd, wr, graph.stage_zero(op.stage) + op.offset())
 
+    grid = _Grid(machine)
     # Lower bound 1: the critical path (precedence, releases, the RBR request lead).
     finish_lb, tail = {}, {}
     for name in order:
@@ -365,7 +374,9 @@ def plan(graph, machine, *, max_cycles=DEFAULT_MAX_CYCLES):
         if rd:
             start = max(start, lead)
         if wr:
-            start = max(start, lead - (dur - wr))
+            shift = min(grid.path(tuple(b.node), tuple(machine.mc_node))[1]
+                        for b in machine.instances(machine.kind_of(ops[name])))
+            start = max(start, lead - (dur - wr - shift))
         finish_lb[name] = start + dur
     for name in reversed(order):
         tail[name] = info[name][0] + max((tail[s] for s in succ[name]), default=0)
@@ -377,7 +388,6 @@ def plan(graph, machine, *, max_cycles=DEFAULT_MAX_CYCLES):
         loads.setdefault(b.kind, 0)
     link_load, link_shift = {}, {}
     single = all(len(machine.instances(b.kind)) == 1 for b in machine.blocks)
-    grid = _Grid(machine)
     mc_load = 0
     for op in graph.ops:
         if isinstance(op, BarrierOp):

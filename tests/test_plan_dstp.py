@@ -67,8 +67,10 @@ def verify(result, graph, machine):
         if read:
             want.append(("in", mc, node, e.start, -(-read // machine.flit_bytes)))
         if written:
+            # The outputs' last window, the MC's ejection port, closes at the finish.
             flits = -(-written // machine.flit_bytes)
-            want.append(("out", node, mc, e.finish - flits, flits))
+            eject = path_links(node, mc)[-1]
+            want.append(("out", node, mc, e.finish - window(0, flits, *eject)[1], flits))
         got = [(r.direction, r.src, r.dst, r.start, r.duration) for r in e.reservations]
         assert got == want, op.name
         assert [(c[1], c[2]) for c in e.channels] == [(w[3], w[3] + w[4]) for w in want]
@@ -94,6 +96,8 @@ def verify(result, graph, machine):
         answer = table.request(now, r.src, r.dst, r.start, r.duration, r.bandwidth)
         assert answer != "bad request" and answer.granted, (name, r, answer)
         assert GoldenReservation(0, r.src, r.dst, r.start, r.duration).end == r.end
+        if r.direction == "out":
+            assert r.end == entries[name].finish
     # Precedence: STDG edges, and barriers against everything before and after them.
     for src, dst, _ in graph.edges():
         assert entries[dst].start >= entries[src].finish, (src, dst)
@@ -263,6 +267,20 @@ def test_flits_beyond_the_model_are_an_error():
     fast = Machine(flit_bytes=1)
     with pytest.raises(IRError, match="op big: its 8192 flits in do not fit in the"):
         plan(graph, fast)
+
+
+def test_outputs_must_reach_the_mc_by_the_finish():
+    """With no setup cycles an op that only writes lasts exactly its flits out, and the
+    path back to the MC's ejection port does not fit."""
+    t = (Tensor("y", (64,), "bf16"),)
+    graph = Graph(t, (DecodeOp(name="fill", op_type="norm", outputs=("y",),
+                               latency_bound=999),))
+    short = Machine(models=Machine().models | {"va": LinearLatency("va", setup=0)})
+    with pytest.raises(IRError, match="op fill: its 8 flits out, 3 cycles behind on the path "
+                                      "to the MC, do not fit in its 8 cycles"):
+        plan(graph, short)
+    result = plan(graph, Machine())
+    verify(result, graph, Machine())
 
 
 def test_too_few_slots_or_channels_is_infeasible():

@@ -5,7 +5,7 @@ and ``golden`` (the latency models), never the RTL or a simulator (docs/plan.md)
 
 from .checks import check_acyclic, check_graph, check_latency, check_masks, find_cycle
 from .cli import cli_main
-from .dstp import Plan, plan
+from .dstp import Plan, plan, plan_from_json
 from .errors import (
     IRError,
     IRFormatError,
@@ -33,4 +33,5 @@ __all__ = ["IRError", "IRFormatError", "LatencyBoundViolated", "STDGCycleDetecte
            "SparsityMask", "PrefillOp", "DecodeOp", "CacheMigrateOp", "BarrierOp", "Graph",
            "graph_to_json", "graph_from_json", "LatencyModel", "MaLatency", "LinearLatency",
            "Block", "Machine", "check_graph", "check_latency", "check_masks", "find_cycle",
-           "check_acyclic", "Plan", "plan", "cli_main"]
+           "check_acyclic", "Plan", "plan", "plan_from_json",
+           "cli_main"]

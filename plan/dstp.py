@@ -43,11 +43,12 @@ from golden.muon import path_links, window
 from spec.codes import TrafficClass
 
 from .checks import check_graph
-from .errors import IRError, ScheduleInfeasible
-from .ir import BarrierOp, _stamp, graph_to_obj
+from .errors import IRError, IRFormatError, ScheduleInfeasible
+from .ir import BarrierOp, _Reader, _stamp, graph_from_obj, graph_to_obj
 from .machine import op_bytes
 
-__all__ = ["Timeline", "Reservation", "Entry", "Plan", "plan", "DEFAULT_MAX_CYCLES",
+__all__ = ["Timeline", "Reservation", "Entry", "Plan", "plan", "plan_from_json",
+           "DEFAULT_MAX_CYCLES",
            "PLAN_FORMAT", "PLAN_VERSION"]
 
 DEFAULT_MAX_CYCLES = 1_000_000      # the notes' default planning horizon
@@ -445,3 +446,82 @@ def plan(graph, machine, *, max_cycles=DEFAULT_MAX_CYCLES):
     entries = tuple(placed[op.name] for op in graph.ops)
     makespan = max((e.finish for e in entries), default=0)
     return Plan(entries, makespan, critical_path, busiest, max_cycles)
+
+
+def _entry_from_obj(r, obj, path):
+    r.obj(obj, path, ("op", "kind", "block", "start", "finish", "bound", "reservations",
+                      "channels"))
+    block = obj["block"]
+    if block is not None:
+        r.str(block, f"{path}.block")
+    bound = r.int(obj["bound"], f"{path}.bound", 1, none=True)
+    start = r.int(obj["start"], f"{path}.start")
+    finish = r.int(obj["finish"], f"{path}.finish", start)
+    reservations = []
+    for i, res in enumerate(r.list(obj["reservations"], f"{path}.reservations")):
+        where = f"{path}.reservations[{i}]"
+        r.obj(res, where, ("direction", "src", "dst", "request", "start", "duration",
+                           "bandwidth", "slot"))
+        if res["direction"] not in ("in", "out"):
+            r.fail(f"{where}.direction", f"expected 'in' or 'out', got {res['direction']!r}")
+        ends = []
+        for end in ("src", "dst"):
+            node = r.ints(res[end], f"{where}.{end}", 0)
+            if len(node) != 2:
+                r.fail(f"{where}.{end}", "expected [x, y]")
+            ends.append(node)
+        reservations.append(Reservation(
+            res["direction"], *ends, r.int(res["request"], f"{where}.request"),
+            r.int(res["start"], f"{where}.start"), r.int(res["duration"], f"{where}.duration", 1),
+            r.int(res["bandwidth"], f"{where}.bandwidth", 1), r.int(res["slot"], f"{where}.slot")))
+    channels = []
+    for i, held in enumerate(r.list(obj["channels"], f"{path}.channels")):
+        held = r.ints(held, f"{path}.channels[{i}]", 0)
+        if len(held) != 3 or held[1] > held[2]:
+            r.fail(f"{path}.channels[{i}]", "expected [channel, start, end], start <= end")
+        channels.append(held)
+    return Entry(r.str(obj["op"], f"{path}.op"), r.str(obj["kind"], f"{path}.kind"), block,
+                 start, finish, bound, tuple(reservations), tuple(channels))
+
+
+def plan_from_json(text):
+    """Reads :meth:`Plan.to_json`'s output back as ``(plan, stamped graph)``, checking
+    every field and that the entries agree with the graph (same ops in order, kinds,
+    bounds, timestamps, makespan); raises :class:`IRFormatError` naming the field."""
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise IRFormatError(f"not JSON: {error}") from None
+    r = _Reader()
+    r.obj(obj, "plan", ("format", "version", "max_cycles", "makespan", "lower_bounds",
+                        "entries", "graph"))
+    if obj["format"] != PLAN_FORMAT:
+        r.fail("plan.format", f"expected {PLAN_FORMAT!r}, got {obj['format']!r}")
+    if obj["version"] != PLAN_VERSION:
+        r.fail("plan.version", f"this reader knows version {PLAN_VERSION}, got "
+               f"{obj['version']!r}")
+    graph = graph_from_obj(obj["graph"], "plan.graph")
+    bounds = r.obj(obj["lower_bounds"], "plan.lower_bounds",
+                   ("critical_path", "busiest_resource"))
+    busiest = r.obj(bounds["busiest_resource"], "plan.lower_bounds.busiest_resource",
+                    ("name", "cycles"))
+    entries = tuple(_entry_from_obj(r, e, f"plan.entries[{i}]")
+                    for i, e in enumerate(r.list(obj["entries"], "plan.entries")))
+    if [e.op for e in entries] != [op.name for op in graph.ops]:
+        r.fail("plan.entries", "the entries' ops are not the graph's ops in order")
+    for i, (e, op) in enumerate(zip(entries, graph.ops, strict=True)):
+        bound = None if isinstance(op, BarrierOp) else op.latency_bound
+        for field, got, want in (("kind", e.kind, op.kind), ("start", e.start, op.timestamp),
+                                 ("bound", e.bound, bound)):
+            if got != want:
+                r.fail(f"plan.entries[{i}].{field}", f"{got!r} but the graph's op {op.name} "
+                       f"has {want!r}")
+    makespan = r.int(obj["makespan"], "plan.makespan")
+    if makespan != max((e.finish for e in entries), default=0):
+        r.fail("plan.makespan", f"{makespan} is not the latest finish")
+    result = Plan(entries, makespan, r.int(bounds["critical_path"],
+                                           "plan.lower_bounds.critical_path"),
+                  (r.str(busiest["name"], "plan.lower_bounds.busiest_resource.name"),
+                   r.int(busiest["cycles"], "plan.lower_bounds.busiest_resource.cycles")),
+                  r.int(obj["max_cycles"], "plan.max_cycles", 1))
+    return result, graph

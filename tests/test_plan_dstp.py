@@ -16,8 +16,8 @@ import pytest
 
 from golden.muon import Reservation as GoldenReservation
 from golden.muon import ReservationModel, path_links, window
-from plan.dstp import plan
-from plan.errors import IRError, ScheduleInfeasible
+from plan.dstp import plan, plan_from_json
+from plan.errors import IRError, IRFormatError, ScheduleInfeasible
 from plan.ir import (
     BarrierOp,
     CacheMigrateOp,
@@ -310,3 +310,45 @@ def test_plan_json_and_table():
     assert lines[1].split() == ["d0", "decode", "va0", str(result.entry("d0").start),
                                 str(result.entry("d0").finish), "100000"]
     assert lines[-1] == result.summary()
+
+
+def test_plan_json_round_trip():
+    rng = test_seed()
+    graph = random_graph(rng, 50, barriers=2)
+    result = plan(graph, Machine())
+    text = result.to_json(graph)
+    back, stamped = plan_from_json(text)
+    assert back == result and stamped == result.stamped_graph(graph)
+    assert back.to_json(stamped) == text
+
+
+def _edit_plan(edit):
+    graph = graph_of([vop(DecodeOp, "d0"), BarrierOp(name="sync"), vop(PrefillOp, "p0")])
+    obj = json.loads(plan(graph, Machine()).to_json(graph))
+    edit(obj)
+    return json.dumps(obj)
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda o: o.update(format="gantt"), "plan.format: expected 'v4hw-dstp-plan'"),
+    (lambda o: o.update(version=0), "plan.version: this reader knows version 1"),
+    (lambda o: o["entries"].pop(), "plan.entries: the entries' ops are not the graph's ops"),
+    (lambda o: o["entries"][0].update(start=o["entries"][0]["start"] + 1),
+     "plan.entries[0].start: "),
+    (lambda o: o["entries"][2].update(bound=7), "plan.entries[2].bound: 7 but the graph's op p0"),
+    (lambda o: o["entries"][0].update(finish=0), "plan.entries[0].finish: expected an integer"),
+    (lambda o: o.update(makespan=1), "plan.makespan: 1 is not the latest finish"),
+    (lambda o: o["entries"][0]["reservations"][0].update(direction="up"),
+     "plan.entries[0].reservations[0].direction: expected 'in' or 'out'"),
+    (lambda o: o["entries"][0]["reservations"][0].update(src=[0]),
+     "plan.entries[0].reservations[0].src: expected [x, y]"),
+    (lambda o: o["entries"][0]["channels"][0].__setitem__(2, 0),
+     "plan.entries[0].channels[0]: expected [channel, start, end]"),
+    (lambda o: o["graph"]["ops"][0].update(precision="fp4"), "plan.graph: op d0: precision"),
+    (lambda o: o["lower_bounds"].pop("critical_path"),
+     "plan.lower_bounds: missing field 'critical_path'"),
+])
+def test_plan_reader_rejects_malformed_input(edit, message):
+    with pytest.raises(IRFormatError) as info:
+        plan_from_json(_edit_plan(edit))
+    assert message in str(info.value) and "\n" not in str(info.value)

@@ -171,7 +171,7 @@ def _attention(layer, tr, xb, xr):
         lg = np.concatenate([q_r[t] @ keys.T * d**-0.5, sinks[:, None]], axis=1)
         out_r[t] = softmax(lg, axis=-1)[:, :-1] @ keys
     same = np.array([set(a[a >= 0]) == set(b[b >= 0]) for a, b in zip(ent_b, ent_r, strict=True)])
-    tr.add("attention (queries selecting alike)", "MA+VA", out_b[same], out_r[same], agree)
+    tr.add("attention (queries selecting alike)", "MA+VA", out_b, out_r, agree, same)
     out_b, out_r = _rope_rows(layer, out_b, out_r, pos, layer.inv_attn, layer.attn_scale, inverse=True)
     g = c.o_groups
     wa = p("self_attn.o_a_proj.weight").reshape(g, c.o_lora_rank, -1)
@@ -184,9 +184,10 @@ def _attention(layer, tr, xb, xr):
     tr.add(
         "output (inverse RoPE + grouped projection), selecting alike",
         "MA+VA",
-        tr.out_bits[same],
-        tr.out_ref[same],
+        tr.out_bits,
+        tr.out_ref,
         agree,
+        same,
     )
     return same, agree
 
@@ -211,7 +212,7 @@ def _indexer(layer, tr, xb, xr, qa_b, qa_r, pos, visible):
             sc_b, va.mul_bf16(relu_b[:, j], np.broadcast_to(w_b[:, j, None], relu_b[:, j].shape))
         )
     sc_r = np.einsum("sht,sh->st", np.maximum(np.einsum("shd,td->sht", q_r, keys_r), 0) * di**-0.5, w_r)
-    tr.add("indexer scores", "MA+VA", sc_b[visible], sc_r[visible])
+    tr.add("indexer scores", "MA+VA", sc_b, sc_r, mask=visible)
     k = min(c.index_topk, keys_b.shape[0])
     low = to_bf16(-np.inf)
     sel_b = np.stack([va.topk_bf16(np.where(visible[t], sc_b[t], low), k)[1] for t in range(s)]).astype(
@@ -453,7 +454,7 @@ def run_dsv4_moe(layer, x, token_ids, tr=None, xr=None):
         tok, slot = np.nonzero(idx_r == e)
         np.add.at(out_r, tok, w_r[tok, slot, None] * swiglu(xr[tok], gu[e][:i], gu[e][i:], dn[e], lim))
     tr.out_bits, tr.out_ref = out_b, out_r
-    tr.add("MoE output (tokens routed alike)", "MA+VA", out_b[same], out_r[same], agree)
+    tr.add("MoE output (tokens routed alike)", "MA+VA", out_b, out_r, agree, same)
     return tr, same
 
 
@@ -490,6 +491,6 @@ def run_dsv4_layer(layer, streams, token_ids):
     tr.add("layer output (all tokens)", "MA+VA", ob, orf)
     both = attn_same & routed_same
     tr.add(
-        "layer output (tokens selecting and routing alike)", "MA+VA", ob[both], orf[both], float(both.mean())
+        "layer output (tokens selecting and routing alike)", "MA+VA", ob, orf, float(both.mean()), both
     )
     return tr

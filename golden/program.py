@@ -10,7 +10,8 @@ fresh memory image with the golden blocks (:func:`golden.va.execute_proposed`,
 leaves are the bits :mod:`golden.hwpath` computes (tested in
 ``tests/test_golden_program.py``).
 
-Generators: :func:`notes_prefill` emits the prefill of ``S`` tokens of a
+Generators: :func:`notes_prefill` (and :func:`golden.program_dsv4.dsv4_layer_prefill`
+for a ``deepseek-v4`` layer) emits the prefill of ``S`` tokens of a
 :class:`golden.presets.notes.NotesLayer` for a :class:`BlockConfig` (MA array size P,
 VA lanes L, bus width). A program is made for one input: the MoE's dispatch (which token
 rows each expert's GEMMs take) is read back from the routing commands' results while the
@@ -412,11 +413,13 @@ class _Layer:
 # --- the notes layer ----------------------------------------------------------------------
 
 
-def notes_prefill(layer, x, config=BlockConfig(), mode="bf16"):
+def notes_prefill(layer, x, config=None, mode="bf16", builder=None):
     """The program of ``layer`` (a :class:`golden.presets.notes.NotesLayer`) on ``x``
     ``(S, D)`` float64 (positions 0..S-1, empty cache), the sequence of
-    :func:`golden.hwpath.run_notes_layer`. Returns ``(program, names)``: ``names`` maps
-    each result of the layer to its tensor (see :func:`notes_stage_bits`)."""
+    :func:`golden.hwpath.run_notes_layer`, for ``config`` (a :class:`BlockConfig`, the
+    default one if None), emitted into ``builder`` (a new :class:`Builder` if None; its
+    machine then holds every result). Returns ``(program, names)``: ``names`` maps each
+    result of the layer to its tensor (see :func:`notes_stage_bits`)."""
     from .attn.primitives import rope_angles
     from .presets.notes import sinusoid, tier_ranges
 
@@ -425,7 +428,7 @@ def notes_prefill(layer, x, config=BlockConfig(), mode="bf16"):
     h, hk, d = c.num_heads, c.num_kv_heads, c.head_dim
     g = h // hk
     eps = c.rms_norm_eps
-    b = Builder(config)
+    b = Builder(config or BlockConfig()) if builder is None else builder
     L = _Layer(b, mode)
     p = layer.p
     P = VaOpcode

@@ -7,9 +7,13 @@ import pytest
 from golden import program as pg
 from golden import va
 from golden.hwpath import HwTrace, run_notes_layer
+from golden.hwpath_dsv4 import run_dsv4_layer
+from golden.presets import deepseek_v4 as dsv4
 from golden.presets.notes import NotesModel, random_weights
+from golden.program_dsv4 import dsv4_layer_prefill
 from spec.codes import ErrorCode, VaOpcode
 
+from .test_golden_attn_dsv4 import tiny as dsv4_tiny
 from .test_golden_attn_notes import tiny
 
 SEED = 5
@@ -32,21 +36,67 @@ def test_notes_program_is_the_hardware_exact_path(notes_layer, notes_x, mode):
     """Every stage hwpath records equals the interpreter's tensor bit for bit, so the
     per-stage error table built from the interpreter's bits is hwpath's table."""
     tr = run_notes_layer(notes_layer, notes_x, mode)
-    prog, names = pg.notes_prefill(notes_layer, notes_x, pg.BlockConfig(lanes=32), mode)
-    got = pg.notes_stage_bits(pg.run(prog), names)
+    b = pg.Builder(pg.BlockConfig(lanes=32))
+    _, names = pg.notes_prefill(notes_layer, notes_x, mode=mode, builder=b)
+    got = pg.notes_stage_bits(b.m, names)
+    _same_table(tr, got)
+    assert len(tr.stages) == 18
+    np.testing.assert_array_equal(got["layer output (tokens routed alike)"], tr.out_bits)
+
+
+def _same_table(tr, got):
+    """Compare every stage of hwpath's trace ``tr`` with the interpreter's bits ``got``
+    (stage → array, unmasked) and rebuild the error table from the latter."""
     again = HwTrace()
+    moe_mask = tr.masks.get("MoE output (tokens routed alike)")
     for st in tr.stages:
         bits = got[st.stage]
-        assert bits is not None, st.stage
-        if st.stage in tr.masks:
-            bits = bits[tr.masks[st.stage]]
+        mask = tr.masks.get(st.stage)
+        if mask is not None:
+            bits = bits.reshape(mask.shape + bits.shape[mask.ndim:]) if bits.ndim < mask.ndim else bits
+            bits = bits[mask]
+        if st.stage.startswith("routing weights"):   # hwpath sorts each token's weights
+            bits = np.sort(bits[moe_mask], 1)
         want = tr.bits[st.stage]
         assert bits.size == want.size, st.stage
         np.testing.assert_array_equal(bits.ravel(), want.ravel(), err_msg=st.stage)
         again.add(st.stage, st.unit, bits.reshape(want.shape), tr.refs[st.stage], st.agree)
     assert again.table() == tr.table()
-    assert len(tr.stages) == 18
-    np.testing.assert_array_equal(got["layer output (tokens routed alike)"], tr.out_bits)
+
+
+@pytest.fixture(scope="module")
+def dsv4_model():
+    # CSA rate 2 so that 20 tokens give 10 entries and index_topk = 9 needs TOPK_WIDE; a
+    # short Sinkhorn keeps the test in seconds (the mapping of a round does not change)
+    cfg = dsv4_tiny(index_topk=9, compress_rates={dsv4.CSA: 2, dsv4.HCA: 4}, hc_sinkhorn_iters=4)
+    return dsv4.DeepseekV4Model(cfg, dsv4.random_weights(cfg, 3))
+
+
+@pytest.mark.parametrize("i", [0, 1, 2])  # sliding + hash MoE, CSA + top-k MoE, HCA + top-k MoE
+def test_dsv4_program_is_the_hardware_exact_path(dsv4_model, i):
+    layer = dsv4_model.layers[i]
+    cfg = dsv4_model.cfg
+    rng = np.random.default_rng(3)
+    streams = rng.standard_normal((20, cfg.hc_mult, cfg.hidden_size))
+    ids = rng.integers(0, cfg.vocab_size, 20)
+    tr = run_dsv4_layer(layer, streams, ids)
+    b = pg.Builder(pg.BlockConfig(lanes=32))
+    prog, names = dsv4_layer_prefill(layer, streams, ids, builder=b)
+    assert set(names) >= {st.stage for st in tr.stages}
+    _same_table(tr, {k: b.read(v) for k, v in names.items()})
+    np.testing.assert_array_equal(b.read(names["layer output (all tokens)"]), tr.out_bits)
+    ops = pg.count_commands(prog)
+    assert (("va", "TOPK_WIDE") in ops) == (layer.type == dsv4.CSA)
+    assert (("va", "GATHER_IDX") in ops)
+
+
+def test_run_replays_the_builder(notes_layer, notes_x):
+    """The program alone (initial image + commands) reproduces what its builder computed:
+    no state outside the list."""
+    b = pg.Builder(pg.BlockConfig())
+    prog, _ = pg.notes_prefill(notes_layer, notes_x[:9], builder=b)
+    m = pg.run(prog)
+    np.testing.assert_array_equal(m.mem[: prog.memory_bytes], b.m.mem[: prog.memory_bytes])
 
 
 def test_program_commands_are_well_formed(notes_layer, notes_x):

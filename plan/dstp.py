@@ -224,11 +224,12 @@ class _Grid:
         self._paths = {}
 
     def path(self, src, dst):
-        """``[(link, shift)]`` of the XY path and the offset of the reservation's end."""
+        """``[(link timeline, shift)]`` of the XY path (each link's window opens
+        ``shift`` cycles after the reservation's start) and the shift of its last link."""
         key = (src, dst)
         if key not in self._paths:
-            links = path_links(src, dst)
-            shifts = [(link, window(0, 0, link, hop)[0]) for link, hop in links]
+            shifts = [(self.links.setdefault(link, Timeline()), window(0, 0, link, hop)[0])
+                      for link, hop in path_links(src, dst)]
             self._paths[key] = shifts, shifts[-1][1]
         return self._paths[key]
 
@@ -239,10 +240,8 @@ class _Grid:
         t = start
         while True:
             before = t
-            for link, shift in shifts:
-                line = self.links.get(link)
-                if line is not None:
-                    t = line.fit(t + shift, duration) - shift
+            for line, shift in shifts:
+                t = line.fit(t + shift, duration) - shift
             if t == before:
                 return t
 
@@ -297,8 +296,8 @@ class _Grid:
                 transfers, slots, channels, strict=True):
             start = t + offset
             shifts, end_offset = self.path(src, dst)
-            for link, shift in shifts:
-                self.links.setdefault(link, Timeline()).add(start + shift, flits)
+            for line, shift in shifts:
+                line.add(start + shift, flits)
             self.slots[slot].add(start - self.lead, self.lead + end_offset + flits)
             self.channels[channel].add(start, flits)
             reservations.append(Reservation(direction, src, dst, start - self.lead, start,
@@ -402,7 +401,8 @@ def plan(graph, machine, *, max_cycles=DEFAULT_MAX_CYCLES):
             for src, dst, flits in ((tuple(machine.mc_node), node, rd),
                                     (node, tuple(machine.mc_node), wr)):
                 if flits:
-                    for link, shift in grid.path(src, dst)[0]:
+                    for link, hop in path_links(src, dst):
+                        shift = window(0, 0, link, hop)[0]
                         link_load[link] = link_load.get(link, 0) + flits
                         link_shift[link] = max(link_shift.get(link, 0), shift)
     candidates = [(kind, -(-load // len(machine.instances(kind)))) for kind, load in loads.items()]

@@ -8,6 +8,7 @@ import time
 
 from .dstp import DEFAULT_MAX_CYCLES, plan
 from .errors import IRError
+from .gantt import write_gantt
 from .ir import graph_from_json
 from .machine import Machine
 from .synthetic import random_graph
@@ -25,6 +26,8 @@ def add_arguments(parser):
     parser.add_argument("--max-cycles", type=int, default=DEFAULT_MAX_CYCLES,
                         help=f"planning horizon in cycles (default {DEFAULT_MAX_CYCLES})")
     parser.add_argument("--json", metavar="OUT", help="write the plan (and stamped graph) here")
+    parser.add_argument("--gantt", metavar="PNG", help="write a Gantt chart (one row per "
+                        "block, Muon link and MC channel) here")
     parser.add_argument("--quiet", action="store_true", help="print only the summary")
 
 
@@ -39,7 +42,8 @@ def run(args, out=None):
         with open(args.graph, encoding="utf-8") as f:
             graph = graph_from_json(f.read())
     began = time.perf_counter()
-    result = plan(graph, Machine(), max_cycles=args.max_cycles)
+    machine = Machine()
+    result = plan(graph, machine, max_cycles=args.max_cycles)
     took = time.perf_counter() - began
     out.write(result.summary() + "\n" if args.quiet else result.table())
     ops = sum(1 for e in result.entries if e.block is not None)
@@ -47,6 +51,8 @@ def run(args, out=None):
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             f.write(result.to_json(graph))
+    if args.gantt:
+        write_gantt(result, machine, args.gantt)
     return result
 
 

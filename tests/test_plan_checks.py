@@ -5,6 +5,7 @@ import pytest
 
 from golden.ma_latency import MaCommand, ma_cycles
 from plan.checks import check_graph, check_latency, check_masks, find_cycle
+from plan.dstp import plan
 from plan.errors import IRError, LatencyBoundViolated, MaskLayoutMismatch, STDGCycleDetected
 from plan.ir import BarrierOp, DecodeOp, Graph, PrefillOp, SparsityMask, Tensor
 from plan.machine import LatencyModel, LinearLatency, Machine
@@ -127,6 +128,8 @@ def test_cycle_named_in_order():
     assert info.value.tensors == ("t_a", "t_b", "t_c")
     assert str(info.value) == ("STDGCycleDetected: STDG cycle a -[t_a]-> b -[t_b]-> c "
                                "-[t_c]-> a; a BarrierOp between two of these ops breaks it")
+    with pytest.raises(STDGCycleDetected):
+        plan(chain(["a", "b", "c"]), Machine())
 
 
 @pytest.mark.parametrize("cut", ["a", "b"])

@@ -16,7 +16,7 @@ import pytest
 
 from golden.muon import Reservation as GoldenReservation
 from golden.muon import ReservationModel, path_links, window
-from plan.dstp import plan, plan_from_json
+from plan.dstp import Timeline, plan, plan_from_json
 from plan.errors import IRError, IRFormatError, ScheduleInfeasible
 from plan.ir import (
     BarrierOp,
@@ -352,3 +352,29 @@ def test_plan_reader_rejects_malformed_input(edit, message):
     with pytest.raises(IRFormatError) as info:
         plan_from_json(_edit_plan(edit))
     assert message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_timeline_against_a_cycle_set():
+    """Timeline.fit / add against a plain set of busy cycles, on random intervals."""
+    rng = test_seed()
+    line, busy = Timeline(), set()
+    for _ in range(300):
+        t, d = rng.randrange(400), rng.randrange(1, 12)
+        fit = line.fit(t, d)
+        want = t
+        while any(c in busy for c in range(want, want + d)):
+            want += 1
+        assert fit == want
+        if rng.random() < 0.7:
+            line.add(fit, d)
+            busy.update(range(fit, fit + d))
+    covered = {c for s, e in line.intervals() for c in range(s, e)}
+    assert covered == busy
+    # Touching intervals are merged: no interval ends where the next starts.
+    assert all(e < s for (_, e), (s, _) in zip(line.intervals(), line.intervals()[1:],
+                                              strict=False))
+
+
+def test_empty_graph():
+    result = plan(Graph((), ()), Machine())
+    assert result.entries == () and result.makespan == 0 == result.lower_bound

@@ -18,8 +18,9 @@ Resources (each a timeline of busy half-open intervals):
    moves there: the collision is folded into the plan, so at run time every request is
    granted at once (``tests/test_plan_dstp.py`` replays them through
    ``golden.muon.ReservationModel``).
-3. **MC channels.** Each transfer holds one of the MC's client channels for its
-   reservation's duration.
+3. **MC channels.** Each transfer holds one of the MC's client channels while its flits
+   pass the MC's node: the injection window of an input reservation, the ejection window
+   of an output one.
 
 Order: ops are placed one at a time, each as early as its predecessors, its release
 (stage zero + largest dependency offset) and every resource allow, into any gap
@@ -248,9 +249,11 @@ class _Grid:
     def place(self, block, dur, rd, wr, release, max_cycles, name):
         """Earliest start of an op on ``block``, and what it would hold there."""
         mc, node = tuple(self.machine.mc_node), tuple(block.node)
-        transfers = []          # (direction, src, dst, offset from start, flits)
+        # (direction, src, dst, offset of the reservation from the op's start, flits,
+        # offset of the flits' cycles at the MC: injection for inputs, ejection for outputs)
+        transfers = []
         if rd:
-            transfers.append(("in", mc, node, 0, rd))
+            transfers.append(("in", mc, node, 0, rd, 0))
         if wr:
             # The outputs are at the MC when the op completes: the window on the MC's
             # ejection port closes at the finish.
@@ -259,9 +262,9 @@ class _Grid:
                 raise IRError(f"op {name}: its {wr} flits out, {self.path(node, mc)[1]} "
                               f"cycles behind on the path to the MC, do not fit in its "
                               f"{dur} cycles")
-            transfers.append(("out", node, mc, offset, wr))
+            transfers.append(("out", node, mc, offset, wr, dur - wr))
         t = release
-        for _, _, _, offset, _ in transfers:
+        for _, _, _, offset, _, _ in transfers:
             t = max(t, self.lead - offset)      # requests are made at cycle >= 0
         while True:
             if t + dur > max_cycles:
@@ -269,10 +272,10 @@ class _Grid:
                                          max_cycles)
             before = t
             t = self.blocks[block.name].fit(t, dur)
-            for _, src, dst, offset, flits in transfers:
+            for _, src, dst, offset, flits, _ in transfers:
                 t = self.rbr_answer(src, dst, t + offset, flits) - offset
             slot_wants = [(offset - self.lead, self.lead + self.path(src, dst)[1] + flits)
-                          for _, src, dst, offset, flits in transfers]
+                          for _, src, dst, offset, flits, _ in transfers]
             t, slots = _fit_units(self.slots, slot_wants, t)
             if t is None:
                 raise ScheduleInfeasible(f"op {name}'s reservations are live at once and the "
@@ -280,7 +283,7 @@ class _Grid:
             if slots is None:
                 continue
             t, channels = _fit_units(self.channels,
-                                     [(offset, flits) for *_, offset, flits in transfers], t)
+                                     [(at_mc, flits) for *_, flits, at_mc in transfers], t)
             if t is None:
                 raise ScheduleInfeasible(f"op {name}'s transfers overlap and the MC has "
                                          f"{len(self.channels)} channel(s)", max_cycles)
@@ -292,17 +295,17 @@ class _Grid:
     def commit(self, block, t, dur, transfers, slots, channels):
         self.blocks[block.name].add(t, dur)
         reservations, held = [], []
-        for (direction, src, dst, offset, flits), slot, channel in zip(
+        for (direction, src, dst, offset, flits, at_mc), slot, channel in zip(
                 transfers, slots, channels, strict=True):
             start = t + offset
             shifts, end_offset = self.path(src, dst)
             for line, shift in shifts:
                 line.add(start + shift, flits)
             self.slots[slot].add(start - self.lead, self.lead + end_offset + flits)
-            self.channels[channel].add(start, flits)
+            self.channels[channel].add(t + at_mc, flits)
             reservations.append(Reservation(direction, src, dst, start - self.lead, start,
                                             flits, flits, slot))
-            held.append((channel, start, start + flits))
+            held.append((channel, t + at_mc, t + at_mc + flits))
         return tuple(reservations), tuple(held)
 
 

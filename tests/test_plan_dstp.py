@@ -73,7 +73,11 @@ def verify(result, graph, machine):
             want.append(("out", node, mc, e.finish - window(0, flits, *eject)[1], flits))
         got = [(r.direction, r.src, r.dst, r.start, r.duration) for r in e.reservations]
         assert got == want, op.name
-        assert [(c[1], c[2]) for c in e.channels] == [(w[3], w[3] + w[4]) for w in want]
+        # A channel is held while the flits pass the MC: inputs leave it from the start,
+        # outputs reach it by the finish.
+        at_mc = [(e.start, e.start + w[4]) if w[0] == "in" else (e.finish - w[4], e.finish)
+                 for w in want]
+        assert [(c[1], c[2]) for c in e.channels] == at_mc
         for (channel, s, end), r in zip(e.channels, e.reservations, strict=True):
             assert 0 <= channel < machine.mc_channels
             per_channel.setdefault(channel, []).append((s, end, op.name))

@@ -156,6 +156,7 @@ def _text(function):
 # drop, 8 the bad destination, 9-11 the reservations (10 refused), 12 the closing record.
 BAD = [
     ("dst outside the mesh", _edit(4, dst=[10**12, 0]), "bad value"),
+    ("reservation at x = 10**12", _edit(9, dst=[10**12, 3]), "'dst' has a bad value"),
     ("dst outside the declared mesh", _edit(4, dst=[5, 0]), "outside the 4x4 mesh"),
     ("reservation outside the mesh", _edit(9, dst=[3, 7]), "outside the 4x4 mesh"),
     ("source outside the mesh", _edit(7, src=[0, 4]), "outside the 4x4 mesh"),

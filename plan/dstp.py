@@ -433,11 +433,17 @@ def plan(graph, machine, *, max_cycles=DEFAULT_MAX_CYCLES):
         if isinstance(op, BarrierOp):
             placed[name] = Entry(name, op.kind, None, earliest, earliest, None)
         else:
-            best = None
+            best, failure = None, None
             for block in machine.instances(machine.kind_of(op)):
-                t, *held = grid.place(block, dur, rd, wr, earliest, max_cycles, name)
+                try:
+                    t, *held = grid.place(block, dur, rd, wr, earliest, max_cycles, name)
+                except ScheduleInfeasible as error:     # another instance may still fit
+                    failure = failure or error
+                    continue
                 if best is None or t < best[1]:
                     best = (block, t, held)
+            if best is None:
+                raise failure
             block, t, (transfers, slots, channels) = best
             reservations, held = grid.commit(block, t, dur, transfers, slots, channels)
             placed[name] = Entry(name, op.kind, block.name, t, t + dur, op.latency_bound,

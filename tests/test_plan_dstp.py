@@ -382,3 +382,23 @@ def test_timeline_against_a_cycle_set():
 def test_empty_graph():
     result = plan(Graph((), ()), Machine())
     assert result.entries == () and result.makespan == 0 == result.lower_bound
+
+
+def test_a_busy_instance_does_not_make_the_plan_infeasible():
+    """Two GEMMs and two MAs: with max_cycles = the makespan, the second GEMM does not fit
+    on the first MA but does on the second."""
+    machine = Machine(blocks=(Block("ma0", "ma", (1, 0)), Block("ma1", "ma", (0, 1)),
+                              Block("va0", "va", (1, 1))), mesh=(2, 2))
+    t, ops = [], []
+    for i in range(2):
+        t += [Tensor(f"a{i}", (16, 64), "int8"), Tensor(f"b{i}", (64, 16), "int8"),
+              Tensor(f"c{i}", (16, 16), "fp32")]
+        ops.append(DecodeOp(name=f"g{i}", op_type="gemm", inputs=(f"a{i}", f"b{i}"),
+                            outputs=(f"c{i}",), precision="int8", tile_shape=(16, 64, 16),
+                            latency_bound=10_000))
+    graph = Graph(tuple(t), tuple(ops))
+    result = plan(graph, machine)
+    assert {result.entry("g0").block, result.entry("g1").block} == {"ma0", "ma1"}
+    tight = plan(graph, machine, max_cycles=result.makespan)
+    verify(tight, graph, machine)
+    assert tight.makespan == result.makespan

@@ -10,12 +10,16 @@ and scores. ``tests/test_golden_attn_dsv4_ref.py`` compares the golden model aga
 (``CONFIG_CASES``: the published layouts and their legacy keys; the layer schedules, rates,
 RoPE tables and every parameter's shape, or the error raised), which
 ``tests/test_golden_checkpoint_config.py`` checks ``DeepseekV4Config.from_hf`` against.
+With ``--only checkpoints`` (needs ``accelerate`` too, for transformers' FP8 loading) it
+writes tiny checkpoints in each format and naming scheme under ``tests/data/dsv4_ckpt/`` and
+what transformers loads from them in ``tests/data/dsv4_ckpt_expected.npz``
+(``tests/test_golden_checkpoint.py``; see ``docs/golden/checkpoints.md``).
 
 This script is the only place that needs torch and transformers; CI needs only numpy and
 the committed fixture. To rebuild the fixture (CPU only, no download; about 20 s):
 
     python3 -m venv /tmp/hfref
-    /tmp/hfref/bin/pip install torch==2.13.0 transformers==5.23.0 numpy
+    /tmp/hfref/bin/pip install torch==2.13.0 transformers==5.23.0 numpy accelerate
     #   (torch 2.13.0 CPU; on these machines a local wheel:
     #    /tmp/hfref/bin/pip install /opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl)
     /tmp/hfref/bin/python tools/make_dsv4_fixture.py [-o tests/data/dsv4_tiny.npz] [--seed 0] [--only configs]
@@ -167,6 +171,229 @@ def config_cases():
     return out
 
 
+# Tiny checkpoints in each format a user meets, written from one random model: transformers'
+# own save_pretrained (its state-dict names; bf16 with the float32 modules it keeps), the same
+# sharded with an index, and the published checkpoints' layout (their names, FP8 E4M3 linears
+# with block E8M0 scales, FP4 E2M1 routed experts with [1, 32] E8M0 scales, the compressor
+# and indexer projections in bf16, a next-token-prediction layer that loaders skip, sharded).
+# Blocks of the FP8 scales are 16 x 16 so that the 64-wide model has several per matrix
+# (transformers derives the block from the scale grid, as the published 128 x 128 would be).
+CKPT_TINY = dict(TINY, hidden_size=64, moe_intermediate_size=32, n_routed_experts=4, vocab_size=128,
+                 index_topk=8, num_nextn_predict_layers=1)
+CKPT_TOKENS = 64
+FORMATS = ("hf_names_f32", "hf_default_bf16_sharded", "published_fp8_fp4")
+FP8_BLOCK = 16
+FP4_GROUP = 32
+E2M1 = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)
+# transformers' state-dict name pieces -> the published checkpoint's (the inverse of
+# transformers' conversion_mapping for deepseek_v4; transformers' loader checks the result)
+PUBLISHED_LEAVES = [
+    ("self_attn.compressor.indexer.kv_proj.", "attn.indexer.compressor.wkv."),
+    ("self_attn.compressor.indexer.gate_proj.", "attn.indexer.compressor.wgate."),
+    ("self_attn.compressor.indexer.position_bias", "attn.indexer.compressor.ape"),
+    ("self_attn.compressor.indexer.kv_norm.", "attn.indexer.compressor.norm."),
+    ("self_attn.compressor.indexer.q_b_proj.", "attn.indexer.wq_b."),
+    ("self_attn.compressor.indexer.scorer.weights_proj.", "attn.indexer.weights_proj."),
+    ("self_attn.compressor.kv_proj.", "attn.compressor.wkv."),
+    ("self_attn.compressor.gate_proj.", "attn.compressor.wgate."),
+    ("self_attn.compressor.position_bias", "attn.compressor.ape"),
+    ("self_attn.compressor.kv_norm.", "attn.compressor.norm."),
+    ("self_attn.q_a_proj.", "attn.wq_a."), ("self_attn.q_b_proj.", "attn.wq_b."),
+    ("self_attn.kv_proj.", "attn.wkv."), ("self_attn.o_a_proj.", "attn.wo_a."),
+    ("self_attn.o_b_proj.", "attn.wo_b."), ("self_attn.q_a_norm.", "attn.q_norm."),
+    ("self_attn.kv_norm.", "attn.kv_norm."), ("self_attn.sinks", "attn.attn_sink"),
+    ("input_layernorm.", "attn_norm."), ("post_attention_layernorm.", "ffn_norm."),
+    ("attn_hc.fn", "hc_attn_fn"), ("attn_hc.base", "hc_attn_base"), ("attn_hc.scale", "hc_attn_scale"),
+    ("ffn_hc.fn", "hc_ffn_fn"), ("ffn_hc.base", "hc_ffn_base"), ("ffn_hc.scale", "hc_ffn_scale"),
+    ("mlp.gate.e_score_correction_bias", "ffn.gate.bias"), ("mlp.gate.", "ffn.gate."),
+    ("mlp.shared_experts.gate_proj.", "ffn.shared_experts.w1."),
+    ("mlp.shared_experts.up_proj.", "ffn.shared_experts.w3."),
+    ("mlp.shared_experts.down_proj.", "ffn.shared_experts.w2."),
+]
+PUBLISHED_TOP = {"embed_tokens.weight": "embed.weight", "lm_head.weight": "head.weight",
+                 "norm.weight": "norm.weight", "hc_head.hc_fn": "hc_head_fn",
+                 "hc_head.hc_base": "hc_head_base", "hc_head.hc_scale": "hc_head_scale"}
+# the published checkpoints keep these projections in bf16 (transformers' _keep_in_fp32_modules)
+BF16_LINEARS = ("compressor.wkv.", "compressor.wgate.", "indexer.weights_proj.")
+
+
+def published_name(name):
+    name = name.removeprefix("model.")
+    if name in PUBLISHED_TOP:
+        return PUBLISHED_TOP[name]
+    layer, rest = name.split(".", 2)[1], name.split(".", 2)[2]
+    for src, dst in PUBLISHED_LEAVES:
+        if rest.startswith(src):
+            return f"layers.{layer}.{dst}{rest[len(src):]}"
+    raise KeyError(name)
+
+
+def quant_fp8(w):
+    """Block FP8 E4M3 codes and power-of-two (E8M0) scales: the published linears' format."""
+    n, k = w.shape
+    blocks = w.reshape(n // FP8_BLOCK, FP8_BLOCK, k // FP8_BLOCK, FP8_BLOCK).abs().amax(dim=(1, 3))
+    scale = torch.exp2(torch.ceil(torch.log2(blocks.clamp_min(1e-30) / 448.0)))
+    full = scale.repeat_interleave(FP8_BLOCK, 0).repeat_interleave(FP8_BLOCK, 1)
+    return (w / full).to(torch.float8_e4m3fn), scale.to(torch.float8_e8m0fnu)
+
+
+def quant_fp4(w):
+    """FP4 E2M1 codes (two per byte, the even element in the low nibble) and [1, 32] E8M0 scales."""
+    n, k = w.shape
+    groups = w.reshape(n, k // FP4_GROUP, FP4_GROUP)
+    scale = torch.exp2(torch.ceil(torch.log2(groups.abs().amax(dim=2).clamp_min(1e-30) / 6.0)))
+    v = (groups / scale[..., None]).reshape(n, k)
+    lut = torch.tensor(E2M1)
+    code = (v[..., None] - lut).abs().argmin(dim=-1).to(torch.uint8)
+    packed = code[:, 0::2] | (code[:, 1::2] << 4)
+    return packed.view(torch.int8), scale.to(torch.float8_e8m0fnu)
+
+
+def write_shards(directory, tensors, n_shards):
+    from safetensors.torch import save_file
+
+    names = list(tensors)
+    per = -(-len(names) // n_shards)
+    weight_map = {}
+    for s in range(n_shards):
+        part = names[s * per : (s + 1) * per]
+        fname = f"model-{s + 1:05d}-of-{n_shards:05d}.safetensors"
+        part = {k: tensors[k].contiguous() for k in part}
+        save_file(part, str(directory / fname), metadata={"format": "pt"})
+        weight_map.update(dict.fromkeys(part, fname))
+    (directory / "model.safetensors.index.json").write_text(
+        json.dumps({"metadata": {}, "weight_map": weight_map}, indent=1) + "\n"
+    )
+
+
+def published_checkpoint(model, directory, config_dict):
+    """Write ``model`` in the published layout; returns the raw (stored) tensors."""
+    out = {}
+    for name, t in model.state_dict().items():
+        if "inv_freq" in name:
+            continue
+        t = t.detach().to(torch.float32)
+        if ".mlp.experts." in name:
+            base = name.removeprefix("model.").split(".mlp.")[0] + ".ffn.experts"
+            i = config_dict["moe_intermediate_size"]
+            for e in range(t.shape[0]):
+                parts = {"w1": t[e, :i], "w3": t[e, i:]} if name.endswith("gate_up_proj") else {"w2": t[e]}
+                for w, m in parts.items():
+                    q, s = quant_fp4(m)
+                    out[f"{base}.{e}.{w}.weight"], out[f"{base}.{e}.{w}.scale"] = q, s
+            continue
+        pub = published_name(name)
+        quantize = t.ndim == 2 and pub.endswith(".weight") and (".attn." in pub or "shared_experts" in pub)
+        if quantize and not any(b in pub for b in BF16_LINEARS):
+            q, s = quant_fp8(t)
+            out[pub], out[pub.removesuffix(".weight") + ".scale"] = q, s
+        elif t.is_floating_point():
+            out[pub] = t.to(torch.bfloat16) if "hc_" not in pub else t
+        else:
+            out[pub] = model.state_dict()[name]
+    # a next-token-prediction layer, as the published files carry one (loaders skip it)
+    out["mtp.0.norm.weight"] = torch.ones(config_dict["hidden_size"], dtype=torch.bfloat16)
+    out["mtp.0.attn.wq_a.weight"], out["mtp.0.attn.wq_a.scale"] = quant_fp8(
+        torch.randn(config_dict["q_lora_rank"], config_dict["hidden_size"]) / 8
+    )
+    cfg = dict(config_dict)
+    cfg.pop("layer_types", None)
+    cfg.pop("mlp_layer_types", None)
+    cfg.pop("rope_parameters", None)
+    cfg.pop("compress_rates", None)
+    cfg.update(
+        compress_ratios=[0, 4, 128, 4, 0][: cfg["num_hidden_layers"] + 1],
+        compress_rate_hca=TINY["compress_rates"]["heavily_compressed_attention"],
+        num_hash_layers=1,
+        rope_scaling={"type": "yarn", **TINY["rope_parameters"]},
+        expert_dtype="fp4",
+        torch_dtype="bfloat16",
+        quantization_config={"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8",
+                             "scale_fmt": "ue8m0", "weight_block_size": [FP8_BLOCK, FP8_BLOCK]},
+    )
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "config.json").write_text(json.dumps(cfg, indent=1, default=str) + "\n")
+    write_shards(directory, out, 2)
+    return out
+
+
+def checkpoints(root, expected_path, seed):
+    """The tiny checkpoints and what transformers loads from each (tests/data/dsv4_ckpt_expected.npz)."""
+    from transformers import DeepseekV4ForCausalLM
+
+    torch.manual_seed(seed + 1)  # the parts randomize() leaves to torch's init (lm_head) and the mtp layer
+    gen = torch.Generator().manual_seed(seed + 1)
+    config = DeepseekV4Config(**CKPT_TINY)
+    model = DeepseekV4ForCausalLM(config).eval()
+    randomize(model.model, gen)
+    root = pathlib.Path(root)
+    exp = {}
+    # transformers' state-dict names: a float32 model as one file (save_original_format=False)
+    model.save_pretrained(root / "hf_names_f32", safe_serialization=True, save_original_format=False)
+    config_dict = json.loads((root / "hf_names_f32" / "config.json").read_text())
+    published_checkpoint(model, root / "published_fp8_fp4", config_dict)
+    # transformers' default save: the published names under "model.", here bf16, sharded
+    model.to(torch.bfloat16).save_pretrained(root / "hf_default_bf16_sharded", safe_serialization=True,
+                                             max_shard_size="150KB")
+    ids = torch.randint(0, config.vocab_size, (1, CKPT_TOKENS), generator=gen)
+    exp["input_ids"] = ids.numpy()[0]
+    for fmt in FORMATS:
+        # as the published files say (torch_dtype bfloat16); transformers keeps some modules in
+        # float32 and dequantizes the FP8 / FP4 weights to bfloat16
+        loaded, info = DeepseekV4ForCausalLM.from_pretrained(root / fmt, dtype=torch.bfloat16,
+                                                             output_loading_info=True)
+        bad = {k: v for k, v in info.items() if v}
+        if bad:
+            raise SystemExit(f"{fmt}: transformers reports {bad}")
+        for name, t in loaded.state_dict().items():
+            if "inv_freq" in name:
+                continue
+            key = f"{fmt}.{name.removeprefix('model.')}"
+            # bf16 tensors as their bits (uint16), the others as they are
+            exp[key] = t.view(torch.uint16).numpy() if t.dtype == torch.bfloat16 else t.numpy()
+            exp[f"dtype.{key}"] = np.array(str(t.dtype).removeprefix("torch."))
+        if fmt == "published_fp8_fp4":
+            # the reference's layer outputs on the loaded (dequantized) weights, in float64
+            loaded.config._attn_implementation = "eager"
+            loaded.config._experts_implementation = "eager"
+            m = loaded.model.double()
+            outs = {}
+            hooks = [
+                layer.register_forward_hook(
+                    lambda mod, a, k, o, i=i, outs=outs: outs.__setitem__(i, o.detach().numpy()[0]),
+                    with_kwargs=True,
+                )
+                for i, layer in enumerate(m.layers)
+            ]
+            for i, layer in enumerate(m.layers):
+                comp = layer.self_attn.compressor
+                if comp is not None and hasattr(comp, "indexer"):
+                    hooks.append(comp.indexer.register_forward_hook(
+                        lambda mod, a, k, o, i=i, outs=outs: outs.__setitem__(f"topk{i}", o[0].numpy()),
+                        with_kwargs=True))
+            with torch.no_grad():
+                m(input_ids=ids, use_cache=False)
+            for h in hooks:
+                h.remove()
+            for i, o in outs.items():
+                if isinstance(i, int):
+                    exp[f"{fmt}.l{i}.output"] = o.astype(np.float32)
+                else:
+                    exp[f"{fmt}.l{i[4:]}.index_topk"] = o
+    # torch's own decoding of every code of the 8-bit formats, and transformers' FP4 unpacking
+    # (its loader's) of every byte
+    from transformers.integrations.finegrained_fp8 import Fp8Dequantize
+
+    codes = torch.arange(256, dtype=torch.uint8)
+    kinds = (("e4m3fn", torch.float8_e4m3fn), ("e5m2", torch.float8_e5m2), ("e8m0", torch.float8_e8m0fnu))
+    for key, dt in kinds:
+        exp[f"codes.{key}"] = codes.view(dt).to(torch.float32).numpy()
+    exp["codes.e2m1x2"] = Fp8Dequantize(None)._unpack_fp4(codes.view(torch.int8)[None, :])[0].numpy()
+    np.savez_compressed(expected_path, **exp)
+    sizes = {d.name: sum(f.stat().st_size for f in d.iterdir()) for d in root.iterdir()}
+    print(f"wrote {root} {sizes} and {expected_path} ({pathlib.Path(expected_path).stat().st_size} bytes)")
+
+
 def randomize(model, gen):
     """Draw every parameter and the two routing buffers; nothing keeps its init value."""
     cfg = model.config
@@ -238,8 +465,12 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--configs", default="tests/data/dsv4_configs.json",
                     help="where transformers' reading of CONFIG_CASES goes")
-    ap.add_argument("--only", choices=("layers", "configs"), help="build one of the outputs")
+    ap.add_argument("--only", choices=("layers", "configs", "checkpoints"), help="build one of the outputs")
+    ap.add_argument("--checkpoints", default="tests/data/dsv4_ckpt", help="where the tiny checkpoints go")
     args = ap.parse_args()
+    if args.only == "checkpoints":
+        checkpoints(args.checkpoints, "tests/data/dsv4_ckpt_expected.npz", args.seed)
+        return
     if args.only != "layers":
         path = pathlib.Path(args.configs)
         path.write_text(json.dumps(config_cases(), indent=1) + "\n")

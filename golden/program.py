@@ -274,9 +274,13 @@ class Builder:
         self.init = {}
         self.m = Machine(config, self.tensors)
         self._top = 0
+        self.prefix = ""      # prepended to the name of every tensor not shared
+        self.cache = {}       # key -> name of a shared tensor (weights, host constants)
 
     # tensors
-    def tensor(self, name, shape, dtype, role="act", data=None):
+    def tensor(self, name, shape, dtype, role="act", data=None, shared=False):
+        """Allocate tensor ``name`` (``prefix + name`` unless ``shared``); returns its name."""
+        name = name if shared else self.prefix + name
         if name in self.tensors:
             raise ValueError(f"tensor {name!r} already exists")
         shape = tuple(int(s) for s in np.atleast_1d(shape)) if not isinstance(shape, tuple) else shape
@@ -290,9 +294,15 @@ class Builder:
             self.m.write(name, data)
         return name
 
-    def const(self, name, data, dtype="bf16", role="const"):
+    def const(self, name, data, dtype="bf16", role="const", shared=False):
         data = np.asarray(data)
-        return self.tensor(name, data.shape if data.ndim else (1,), dtype, role, data)
+        return self.tensor(name, data.shape if data.ndim else (1,), dtype, role, data, shared)
+
+    def cached(self, key, data, dtype="bf16", role="const"):
+        """A host constant shared by every step that asks for ``key`` (one tensor)."""
+        if key not in self.cache:
+            self.cache[key] = self.const(f"c.{key}", data, dtype, role, shared=True)
+        return self.cache[key]
 
     def read(self, name):
         return self.m.read(name)
@@ -361,23 +371,23 @@ class _Layer:
         if mode not in ("bf16", "int8"):
             raise ValueError(f"mode must be 'bf16' or 'int8', got {mode!r}")
         self.b, self.mode = b, mode
-        self._weights = {}
         self._quant = {}
 
     def weight(self, name, w, mode):
         """Weight ``w`` (float64, ``(N, K)`` as stored by the model) as the MA's B operand
         ``(K, N)``: bf16, or (int8 mode) int8 with one binary32 scale per tensor, both
         prepared by the host (the scale is the VA's QUANTIZE of the whole tensor)."""
-        key = (name, mode)
-        if key not in self._weights:
+        key = ("weight", name, mode)
+        cache = self.b.cache
+        if key not in cache:
             wb = to_bf16(w)
             if mode == "bf16":
-                self._weights[key] = (self.b.const(f"w.{name}", wb.T.copy(), "bf16", "weight"), None)
+                cache[key] = (self.b.const(f"w.{name}", wb.T.copy(), "bf16", "weight", shared=True), None)
             else:
                 qw, sw = va.quantize_bf16(wb.ravel())
-                t = self.b.const(f"w8.{name}", qw.reshape(w.shape).T.copy(), "int8", "weight")
-                self._weights[key] = (t, sw)
-        return self._weights[key]
+                t = self.b.const(f"w8.{name}", qw.reshape(w.shape).T.copy(), "int8", "weight", shared=True)
+                cache[key] = (t, sw)
+        return cache[key]
 
     def matmul(self, x, w, wname, out, stage, mode=None):
         """``out (M, N) = bf16(x (M, K) @ wᵀ)`` on the MA (``hwpath.ma_matmul``)."""
@@ -404,7 +414,11 @@ class _Layer:
         return out
 
     def rmsnorm(self, x, gamma, eps, out, width, stage):
-        g = self.b.const(f"{out}.gamma", to_bf16(gamma))
+        gb = to_bf16(gamma)
+        key = ("gamma", gb.tobytes())
+        if key not in self.b.cache:
+            self.b.cache[key] = self.b.const(f"c.gamma{len(self.b.cache)}", gb, shared=True)
+        g = self.b.cache[key]
         self.b.rows(VaOpcode.RMSNORM, x, out, width, stage, src2=Operand(g),
                     scalar=int(np.float32(eps).view(np.uint32)))
         return out

@@ -210,3 +210,38 @@ def test_bad_configuration_is_refused():
         pg.BlockConfig(lanes=12)
     with pytest.raises(ValueError, match="outside"):
         pg.MaCmd(0, 129, 1, 1, pg.Operand("a"), pg.Operand("b"), pg.Operand("c"), 1, 1, 1)
+
+
+@pytest.mark.parametrize("i, s0, s1", [(0, 3, 9), (1, 14, 20), (2, 3, 9)])
+def test_dsv4_decode_steps_equal_the_full_program(dsv4_model, i, s0, s1):
+    """prefill(s0) then decode steps s0..s1-1 give the full program's rows bit for bit:
+    the window ring wraps, CSA groups (rate 2) and HCA groups (rate 4) complete inside
+    the decode (HCA's first group from the empty state at t = 3), and the CSA queries
+    pick 9 of 9 or 10 entries (TOPK_WIDE); the state's entries are the full program's."""
+    from golden.program_dsv4 import dsv4_decode_step, dsv4_state
+
+    layer = dsv4_model.layers[i]
+    cfg = dsv4_model.cfg
+    rng = np.random.default_rng(7)
+    streams = rng.standard_normal((s1, cfg.hc_mult, cfg.hidden_size))
+    ids = rng.integers(0, cfg.vocab_size, s1)
+    bf = pg.Builder(pg.BlockConfig())
+    _, nf = dsv4_layer_prefill(layer, streams, ids, builder=bf)
+    full = bf.read(nf["layer output (all tokens)"])
+    b = pg.Builder(pg.BlockConfig())
+    state = dsv4_state(b, layer, s1)
+    _, n0 = dsv4_layer_prefill(layer, streams[:s0], ids[:s0], builder=b, state=state)
+    np.testing.assert_array_equal(b.read(n0["layer output (all tokens)"]), full[:s0])
+    ops = set()
+    for t in range(s0, s1):
+        step, names = dsv4_decode_step(layer, state, streams[t], ids[t], t, b)
+        got = b.read(names["layer output (all tokens)"])[0]
+        np.testing.assert_array_equal(got, full[t], err_msg=f"t={t}")
+        ops |= {op for _, op in pg.count_commands(step)}
+    if state.compressor is not None:
+        n = s1 // layer.rate
+        np.testing.assert_array_equal(b.read(state.compressor.entries)[:n],
+                                      bf.read(nf["compressor: entries (norm + RoPE)"]))
+    assert ("TOPK_WIDE" in ops) == (layer.type == dsv4.CSA)
+    with pytest.raises(ValueError, match="capacity"):
+        dsv4_decode_step(layer, state, streams[0], ids[0], s1, b)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from golden.ma_latency import MaCommand, ma_cycles
 from golden.muon import decision_lead
+from golden.program import MA_MAX
 
 from .errors import IRError
 from .ir import BarrierOp
@@ -70,6 +71,9 @@ class MaLatency(LatencyModel):
             raise IRError(f"op {op.name}: a gemm's tile_shape is (m, k, n), not "
                           f"{op.tile_shape}")
         m, k, n = op.tile_shape
+        if max(m, k, n) > MA_MAX:
+            raise IRError(f"op {op.name}: the MA takes M, K and N in 1..{MA_MAX}, not "
+                          f"{op.tile_shape} (one IR node is one command; tile larger GEMMs)")
         es = 2 if op.precision == "bf16" else 1
         cmd = MaCommand(m=m, k=k, n=n, bf16=op.precision == "bf16",
                         accumulate=bool(set(op.inputs) & set(op.outputs)),

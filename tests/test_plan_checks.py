@@ -38,6 +38,19 @@ def test_latency_bound_from_the_ma_model(precision):
         check_latency(q_proj(model - 1, precision), Machine())
 
 
+def test_ma_command_limits():
+    t = (Tensor("a", (129, 8), "int8"), Tensor("b", (8, 8), "int8"), Tensor("c", (129, 8), "fp32"))
+    g = Graph(t, (PrefillOp(name="big", op_type="gemm", inputs=("a", "b"), outputs=("c",),
+                            precision="int8", tile_shape=(129, 8, 8), latency_bound=99_999),))
+    with pytest.raises(IRError, match=r"op big: the MA takes M, K and N in 1..128, not "
+                                      r"\(129, 8, 8\)"):
+        check_latency(g, Machine())
+    g = Graph(t, (PrefillOp(name="flat", op_type="gemm", inputs=("a", "b"), outputs=("c",),
+                            tile_shape=(8, 8), latency_bound=99_999),))
+    with pytest.raises(IRError, match=r"op flat: a gemm's tile_shape is \(m, k, n\)"):
+        check_latency(g, Machine())
+
+
 def test_other_models_plug_in():
     class Fixed(LatencyModel):
         block, msu = "va", "one row"

@@ -37,9 +37,10 @@ and are checked by ``tests/test_ma_latency.py`` on random shapes.
 
 from dataclasses import dataclass
 
+from spec.memory import PAGE_BYTES
+
 __all__ = ["MaCommand", "ma_cycles"]
 
-PAGE = 4096
 # Fitted pipeline offsets (cycles), see the module docstring.
 WALK_TO_LOADS = 3        # after the last walk row, the first row command is valid
 READ_OFFSET = 0          # extra cycles between a burst's address and its first word
@@ -83,7 +84,7 @@ def _bursts(addr, nbytes, bus_bytes):
     bursts, word = [], addr - offset
     left = words_in
     while left:
-        room = (PAGE - word % PAGE) // bus_bytes
+        room = (PAGE_BYTES - word % PAGE_BYTES) // bus_bytes
         length = min(left, room)
         bursts.append(length)
         left -= length

@@ -8,6 +8,8 @@ Pure integer arithmetic and the standard library only.
 import math
 from decimal import ROUND_HALF_UP, Decimal, localcontext
 
+from .memory import ADDRESS_LIMIT
+
 __all__ = [
     "LOG2E_Q", "LN2_Q", "RECIP_127", "F32_ONE", "F32_2M64", "F32_NAN", "BF16_NAN",
     "MAX_LENGTH", "MAX_K", "ADDRESS_LIMIT", "FIX", "SUM_FRAC", "SUM_INTERLEAVE",
@@ -23,7 +25,6 @@ F32_NAN = 0x7FC00000
 BF16_NAN = 0x7FC0
 MAX_LENGTH = 65536
 MAX_K = 8
-ADDRESS_LIMIT = 1 << 48     # no access may reach or pass this byte address
 FIX = 30                    # fraction bits of the function units' fixed point
 SUM_FRAC = 40               # fraction bits of the exact softmax / RMSNorm sums
 SUM_INTERLEAVE = 8          # SUM: partial sums per lane (a power of 2, >= the RTL's loop)

@@ -10,10 +10,11 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
-__all__ = ["PHYS_ADDR_BITS", "BurstLayout", "ReadDataLayout", "WriteDataLayout",
+from spec.memory import PHYS_ADDR_BITS
+
+__all__ = ["BurstLayout", "ReadDataLayout", "WriteDataLayout",
            "WriteRespLayout", "MemPortSignature", "MemPortToAxi4"]
 
-PHYS_ADDR_BITS = 48
 
 
 class BurstLayout(data.StructLayout):

@@ -14,13 +14,13 @@ from amaranth.utils import exact_log2
 from hdl.common.memport import BurstLayout, ReadDataLayout, WriteDataLayout, WriteRespLayout
 from hdl.common.tat import TatTableLayout, tat_covers, tat_masks, tat_select
 from spec.codes import ErrorCode
+from spec.memory import PAGE_BYTES
 
 __all__ = ["ADDR_BITS", "MAX_ROW_BYTES", "ErrorReport", "RowBeatLayout", "RowCommandLayout",
            "RowWriteLayout", "RowReader", "RowWriter"]
 
 ADDR_BITS = 40        # logical row addresses: 32-bit base + row · stride never wraps
 MAX_ROW_BYTES = 512
-PAGE = 4096
 
 
 class ErrorReport(data.StructLayout):
@@ -52,7 +52,7 @@ class RowWriteLayout(data.StructLayout):
 
 def _burst_beats_to_page_end(addr, bus_bytes):
     """Bus words from ``addr`` (bus aligned) to the end of its 4 KiB page."""
-    return (PAGE - addr[:12]) >> exact_log2(bus_bytes)
+    return (PAGE_BYTES - addr[:12]) >> exact_log2(bus_bytes)
 
 
 class RowReader(wiring.Component):
@@ -142,7 +142,7 @@ class RowReader(wiring.Component):
         fresh = Signal()
         m.d.sync += fresh.eq(1)
         room = _burst_beats_to_page_end(addr, bb)
-        length = Signal(range(PAGE // bb + 1))
+        length = Signal(range(PAGE_BYTES // bb + 1))
         m.d.comb += length.eq(Mux(left < room, left, room))
         # An address once offered stays offered until taken (AXI), even past an abort;
         # its data is then received and dropped like that of any burst in flight.
@@ -285,7 +285,7 @@ class RowWriter(wiring.Component):
         addr = Signal(ADDR_BITS)                         # bus-aligned, next burst
         beats = Signal(range(span // bb + 2))            # words in the row
         sent = Signal(range(span // bb + 2))             # words sent so far
-        burst_left = Signal(range(PAGE // bb + 1))
+        burst_left = Signal(range(PAGE_BYTES // bb + 1))
         stopped = Signal()
 
         row = self.row.payload

@@ -12,7 +12,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-from hdl.common.memport import PHYS_ADDR_BITS
+from spec.memory import PHYS_ADDR_BITS
 
 __all__ = ["check", "LENGTH_BITS", "ID_BITS", "CLASS_BITS", "ERROR_BITS", "RequestLayout",
            "WriteWordLayout", "ResponseLayout", "CreditStreamSignature",

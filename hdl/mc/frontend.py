@@ -5,8 +5,8 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
-from hdl.common.memport import PHYS_ADDR_BITS
 from spec.codes import ErrorCode, McOp
+from spec.memory import PAGE_BYTES, PHYS_ADDR_BITS
 
 from .channel import (
     CLASS_BITS,
@@ -21,10 +21,9 @@ from .channel import (
     check,
 )
 
-__all__ = ["MAX_BURST", "PAGE", "BurstLayout", "ChannelFrontend"]
+__all__ = ["MAX_BURST", "BurstLayout", "ChannelFrontend"]
 
 MAX_BURST = 16     # beats per AXI burst at most: bounds every arbitration slot
-PAGE = 4096        # AXI bursts never cross a 4 KiB boundary
 
 
 class BurstLayout(data.StructLayout):
@@ -93,7 +92,7 @@ class ChannelFrontend(wiring.Component):
         sig, dw = self._sig, self._sig.data_width
         lanes = dw // 8
         shift = exact_log2(lanes)
-        page_words = PAGE // lanes
+        page_words = PAGE_BYTES // lanes
 
         m.submodules.req_rx = req_rx = CreditReceiver(RequestLayout(), sig.req_depth,
                                                       checks=self._checks)

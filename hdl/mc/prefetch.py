@@ -6,7 +6,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
-from hdl.common.memport import PHYS_ADDR_BITS
+from spec.memory import PHYS_ADDR_BITS
 
 __all__ = ["LINE_BYTES", "LINE_BITS", "PrefetchBuffer", "check_lines"]
 

@@ -14,6 +14,7 @@ from amaranth.utils import exact_log2
 from hdl.common.memport import PHYS_ADDR_BITS, BurstLayout, ReadDataLayout
 from hdl.va.streams import ErrorEvent
 from spec.codes import ErrorCode
+from spec.va import MAX_LENGTH
 
 __all__ = ["ElementAddress", "ElementValue", "StridedAddresses", "ElementReader",
            "PackElements", "StridedGather"]
@@ -39,7 +40,7 @@ class StridedAddresses(wiring.Component):
             "start": In(1),
             "base": In(PHYS_ADDR_BITS),
             "stride": In(32),
-            "count": In(range(65537)),
+            "count": In(range(MAX_LENGTH + 1)),
             "o": Out(stream.Signature(ElementAddress())),
         })
 
@@ -47,7 +48,7 @@ class StridedAddresses(wiring.Component):
         m = Module()
         addr = Signal(PHYS_ADDR_BITS)
         stride = Signal(32)
-        left = Signal(range(65537))
+        left = Signal(range(MAX_LENGTH + 1))
         m.d.comb += [self.o.valid.eq((left != 0) & ~self.start), self.o.payload.addr.eq(addr)]
         with m.If(self.start):
             m.d.sync += [addr.eq(self.base), stride.eq(self.stride), left.eq(self.count)]
@@ -145,7 +146,7 @@ class PackElements(wiring.Component):
         super().__init__({
             "start": In(1),
             "esize": In(2),
-            "count": In(range(65537)),
+            "count": In(range(MAX_LENGTH + 1)),
             "i": In(stream.Signature(ElementValue())),
             "o": Out(stream.Signature(data_width)),
         })
@@ -154,7 +155,7 @@ class PackElements(wiring.Component):
         m = Module()
         width, bb = self.data_width, self.data_width // 8
         esize = Signal(2)
-        left = Signal(range(65537))
+        left = Signal(range(MAX_LENGTH + 1))
         building = Signal(width)
         pos = Signal(range(bb + 1))
         out_valid = Signal()
@@ -204,7 +205,7 @@ class StridedGather(wiring.Component):
             "base": In(PHYS_ADDR_BITS),
             "stride": In(32),
             "esize": In(2),
-            "count": In(range(65537)),
+            "count": In(range(MAX_LENGTH + 1)),
             "rd_req": Out(stream.Signature(BurstLayout())),
             "rd_resp": In(stream.Signature(ReadDataLayout(self.data_width))),
             "o": Out(stream.Signature(data_width)),

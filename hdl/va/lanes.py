@@ -8,7 +8,7 @@ from amaranth.utils import exact_log2
 
 from hdl.ma.fp import bf16_mul, f32_add_pipelined
 from spec.codes import VaOpcode
-from spec.va import SUM_INTERLEAVE
+from spec.va import MAX_LENGTH, SUM_INTERLEAVE
 
 __all__ = ["LaneEngine", "check_engine", "f32_to_bf16"]
 
@@ -90,7 +90,7 @@ class LaneEngine(wiring.Component):
         super().__init__({
             "op": In(8),
             "scalar": In(16),
-            "count": In(range(65537)),
+            "count": In(range(MAX_LENGTH + 1)),
             "x": In(stream.Signature(vec)),
             "y": In(stream.Signature(vec)),
             "o": Out(stream.Signature(vec)),
@@ -117,7 +117,7 @@ class LaneEngine(wiring.Component):
         partials = SUM_INTERLEAVE * self.lanes
         words = partials // lanes             # SUM: words of partials in the memories
         levels = exact_log2(partials)         # SUM: the tree's levels
-        seen = Signal(range(65536 + lanes + 1))
+        seen = Signal(range(MAX_LENGTH + lanes + 1))
         level = Signal(range(levels + 1))
         phase = Signal(range(4))          # 0 accumulate, 1 combine, 2 emit, 3 done
         wait = Signal(range(_SUM_LOOP + 1))   # SUM: cycles until the partials are written

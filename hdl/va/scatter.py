@@ -14,6 +14,7 @@ from hdl.common.memport import PHYS_ADDR_BITS, BurstLayout, WriteDataLayout, Wri
 from hdl.va.gather import StridedAddresses
 from hdl.va.streams import ErrorEvent
 from spec.codes import ErrorCode
+from spec.va import MAX_LENGTH
 
 __all__ = ["WriteElement", "UnpackElements", "ElementWriter", "StridedScatter"]
 
@@ -30,7 +31,7 @@ class UnpackElements(wiring.Component):
     Words offered after the last element are taken and dropped. ``max_count`` bounds
     ``count``."""
 
-    def __init__(self, data_width, max_count=65536):
+    def __init__(self, data_width, max_count=MAX_LENGTH):
         self.data_width, self.max_count = data_width, max_count
         super().__init__({
             "start": In(1),
@@ -85,7 +86,7 @@ class ElementWriter(wiring.Component):
         super().__init__({
             "start": In(1),
             "esize": In(2),
-            "count": In(range(65537)),
+            "count": In(range(MAX_LENGTH + 1)),
             "i": In(stream.Signature(WriteElement())),
             "wr_req": Out(stream.Signature(BurstLayout())),
             "wr_data": Out(stream.Signature(WriteDataLayout(data_width))),
@@ -101,7 +102,7 @@ class ElementWriter(wiring.Component):
         width, bb = self.data_width, self.data_width // 8
         off_bits = exact_log2(bb)
         esize = Signal(2)
-        left = Signal(range(65537))
+        left = Signal(range(MAX_LENGTH + 1))
         stopped = Signal()
         with m.If(self.start):
             m.d.sync += [esize.eq(self.esize), left.eq(self.count), stopped.eq(0)]
@@ -182,7 +183,7 @@ class StridedScatter(wiring.Component):
             "base": In(PHYS_ADDR_BITS),
             "stride": In(32),
             "esize": In(2),
-            "count": In(range(65537)),
+            "count": In(range(MAX_LENGTH + 1)),
             "i": In(stream.Signature(data_width)),
             "wr_req": Out(stream.Signature(BurstLayout())),
             "wr_data": Out(stream.Signature(WriteDataLayout(data_width))),

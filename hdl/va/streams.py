@@ -14,15 +14,16 @@ from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
-from hdl.common.memport import PHYS_ADDR_BITS, BurstLayout, ReadDataLayout, WriteDataLayout, WriteRespLayout
+from hdl.common.memport import BurstLayout, ReadDataLayout, WriteDataLayout, WriteRespLayout
 from spec.codes import ErrorCode
+from spec.memory import PAGE_BYTES, PHYS_ADDR_BITS
+from spec.va import MAX_LENGTH
 
 __all__ = ["MAX_BYTES", "MAX_BURST", "ErrorEvent", "OperandConfig", "OperandReader",
            "Realign", "StreamWriter", "words_for"]
 
-MAX_BYTES = 4 * 65536      # the longest stream: 65 536 four-byte elements
-MAX_BURST = 16             # bus words per burst: short bursts keep every FIFO small
-PAGE = 4096
+MAX_BYTES = 4 * MAX_LENGTH  # the longest stream: 65 536 four-byte elements
+MAX_BURST = 16              # bus words per burst: short bursts keep every FIFO small
 
 
 class ErrorEvent(data.StructLayout):
@@ -101,7 +102,7 @@ class OperandReader(wiring.Component):
             first = Signal(32, name=f"first{i}")
             left = Signal(range(self.max_bytes // bb + 2), name=f"left{i}")
             credits = Signal(range(self.depth + 1), name=f"credits{i}", init=self.depth)
-            room = (PAGE - addr[:12]) >> off_bits
+            room = (PAGE_BYTES - addr[:12]) >> off_bits
             length = Signal(range(MAX_BURST + 1), name=f"len{i}")
             want = Mux(left < MAX_BURST, left, MAX_BURST)
             m.d.comb += length.eq(Mux(room < want, room, want))
@@ -306,7 +307,7 @@ class StreamWriter(wiring.Component):
         burst_left = Signal(range(MAX_BURST + 1))
         outstanding = Signal(range(MAX_BYTES // bb + 3))
         stopped = Signal()
-        room = (PAGE - addr[:12]) >> off_bits
+        room = (PAGE_BYTES - addr[:12]) >> off_bits
         length = Signal(range(MAX_BURST + 1))
         want = Mux(to_send < MAX_BURST, to_send, MAX_BURST)
         m.d.comb += length.eq(Mux(room < want, room, want))

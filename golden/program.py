@@ -10,12 +10,12 @@ fresh memory image with the golden blocks (:func:`golden.va.execute_proposed`,
 leaves are the bits :mod:`golden.hwpath` computes (tested in
 ``tests/test_golden_program.py``).
 
-Generators: :func:`notes_prefill` (and :func:`golden.program_dsv4.dsv4_layer_prefill`
-for a ``deepseek-v4`` layer) emits the prefill of ``S`` tokens of a
-:class:`golden.presets.notes.NotesLayer` for a :class:`BlockConfig` (MA array size P,
-VA lanes L, bus width). A program is made for one input: the MoE's dispatch (which token
-rows each expert's GEMMs take) is read back from the routing commands' results while the
-program is generated (the :class:`Builder` runs each command as it is emitted), as the
+Generators (:mod:`golden.program_notes`, :mod:`golden.program_dsv4`) emit the prefill
+of ``S`` tokens of a ``notes`` or ``deepseek-v4`` layer, and one decode step from a state
+held in the program's memory, for a :class:`BlockConfig` (MA array size P, VA lanes L,
+bus width). A program is made for one input: the MoE's dispatch (which token rows each
+expert's GEMMs take) is read back from the routing commands' results while the program
+is generated (the :class:`Builder` runs each command as it is emitted), as the
 tile runtime will read them back. The program format is documented in
 ``docs/golden/program.md``.
 """
@@ -33,8 +33,7 @@ from .ma import gemm
 from .ma_latency import MaCommand, ma_cycles
 
 __all__ = ["DTYPES", "MA_MAX", "BlockConfig", "Tensor", "Operand", "VaCmd", "MaCmd", "Program",
-           "Builder", "Machine", "run", "notes_prefill", "notes_stage_bits", "count_commands",
-           "summary"]
+           "Builder", "Machine", "run", "count_commands", "summary"]
 
 DTYPES = {"bf16": np.uint16, "binary32": np.uint32, "int8": np.int8, "int32": np.int32}
 MA_MAX = 128          # the MA's M, K and N are 1..128 (DESIGN.md); larger products are tiled
@@ -422,202 +421,6 @@ class _Layer:
         self.b.rows(VaOpcode.RMSNORM, x, out, width, stage, src2=Operand(g),
                     scalar=int(np.float32(eps).view(np.uint32)))
         return out
-
-
-# --- the notes layer ----------------------------------------------------------------------
-
-
-def notes_prefill(layer, x, config=None, mode="bf16", builder=None):
-    """The program of ``layer`` (a :class:`golden.presets.notes.NotesLayer`) on ``x``
-    ``(S, D)`` float64 (positions 0..S-1, empty cache), the sequence of
-    :func:`golden.hwpath.run_notes_layer`, for ``config`` (a :class:`BlockConfig`, the
-    default one if None), emitted into ``builder`` (a new :class:`Builder` if None; its
-    machine then holds every result). Returns ``(program, names)``: ``names`` maps each
-    result of the layer to its tensor (see :func:`notes_stage_bits`)."""
-    from .attn.primitives import rope_angles
-    from .presets.notes import sinusoid, tier_ranges
-
-    c = layer.cfg
-    s, dm = x.shape
-    h, hk, d = c.num_heads, c.num_kv_heads, c.head_dim
-    g = h // hk
-    eps = c.rms_norm_eps
-    b = Builder(config or BlockConfig()) if builder is None else builder
-    L = _Layer(b, mode)
-    p = layer.p
-    P = VaOpcode
-    X = va.ProposedVaOpcode
-    names = {"x": b.const("x", to_bf16(x), role="input")}
-
-    n = L.rmsnorm("x", p("input_layernorm.weight"), eps, b.tensor("n", (s, dm), "bf16"), dm, "input RMSNorm")
-    proj = {}
-    for name, heads in (("q", h), ("k", hk), ("v", hk)):
-        proj[name] = L.matmul(n, p(f"attn.{name}_proj.weight"), f"{name}_proj",
-                              b.tensor(name, (s, heads * d), "bf16"), f"{name} projection")
-    ang = rope_angles(np.arange(s), layer.inv)
-    cos_t, sin_t = b.const("rope.cos", to_bf16(np.cos(ang))), b.const("rope.sin", to_bf16(np.sin(ang)))
-    for name, heads in (("q", h), ("k", hk)):
-        out = b.tensor(f"{name}r", (s, heads * d), "bf16")
-        for t in range(s):
-            b.va(P.ROPE, d, src=(name, t * heads * d, d), src2=(cos_t, t * (d // 2)),
-                 src3=(sin_t, t * (d // 2)),
-                 dst=(out, t * heads * d, d), split_half=True, repeat=heads, stage=f"RoPE {name}")
-    qr, kr, v = "qr", "kr", "v"
-    kvw = hk * d
-
-    summaries = {}
-
-    def summary(lo, hi):
-        """Column means of rows lo..hi of the keys and values: GATHER each column, SUM,
-        CVT_F32, SCALE by bf16(1/n) (``hwpath.va_mean_rows``)."""
-        if (lo, hi) not in summaries:
-            cnt = hi - lo
-            inv = int(to_bf16(1.0 / cnt))
-            out = []
-            for src in (kr, v):
-                col = b.tensor(f"hca.{src}.{lo}.{hi}.cols", (kvw, cnt), "bf16")
-                acc = b.tensor(f"hca.{src}.{lo}.{hi}.sum", (kvw,), "binary32")
-                tmp = b.tensor(f"hca.{src}.{lo}.{hi}.sum16", (kvw,), "bf16")
-                res = b.tensor(f"hca.{src}.{lo}.{hi}", (kvw,), "bf16")
-                b.va(P.GATHER, cnt, src=(src, lo * kvw, 1), dst=(col, 0, cnt), stride=kvw, repeat=kvw,
-                     stage="HCA summaries")
-                b.va(P.SUM, cnt, src=(col, 0, cnt), dst=(acc, 0, 1), repeat=kvw, stage="HCA summaries")
-                b.elementwise(X.CVT_F32, acc, tmp, stage="HCA summaries")
-                b.elementwise(P.SCALE, tmp, res, scalar=inv, stage="HCA summaries")
-                out.append(res)
-            summaries[lo, hi] = tuple(out)
-        return summaries[lo, hi]
-
-    scale = int(to_bf16(d**-0.5))
-    attn = b.tensor("attn", (s, h * d), "bf16")
-    stage_lists = {"summaries": [], "scores": [], "softmax": []}
-    for t in range(s):
-        windows, chunks, csa = tier_ranges(t, c)
-        sums = [summary(lo, hi) for lo, hi in chunks]
-        if chunks:
-            stage_lists["summaries"].append([sk for sk, _ in sums] + [sv for _, sv in sums])
-        # key pieces in order: (tensor for keys, tensor for values, first row, rows, row stride)
-        pieces = [(kr, v, lo, hi - lo, kvw) for lo, hi in windows]
-        pieces += [(sk, sv, 0, 1, kvw) for sk, sv in sums]
-        pieces.append((kr, v, csa[0][0], csa[0][1] - csa[0][0], kvw))
-        nk = sum(pc[3] for pc in pieces)
-        lens = np.array([hi - lo for lo, hi in chunks], np.float64)
-        n_swa = sum(hi - lo for lo, hi in windows)
-        bias = b.const(f"bias.{t}", to_bf16(np.concatenate([np.zeros(n_swa), np.log(lens),
-                                                            np.zeros(nk - n_swa - len(chunks))])))
-        for j in range(hk):
-            tag = f"{t}.{j}"
-            acc = b.tensor(f"sc.{tag}.acc", (g, nk), "binary32")
-            col = 0
-            for kt, _, r0, rows, ld in pieces:
-                b.gemm(MaMode.BF16, Operand(qr, (t * h + j * g) * d), Operand(kt, r0 * ld + j * d),
-                       Operand(acc, col), g, d, rows, d, ld, nk, b_transposed=True, stage="attention scores")
-                col += rows
-            sc16 = b.tensor(f"sc.{tag}.raw", (g, nk), "bf16")
-            b.elementwise(X.CVT_F32, acc, sc16, stage="attention scores")
-            scl = b.tensor(f"sc.{tag}.scaled", (g, nk), "bf16")
-            b.elementwise(P.SCALE, sc16, scl, scalar=scale, stage="attention scores")
-            sc = b.tensor(f"sc.{tag}", (g, nk), "bf16")
-            b.rows(P.ADD, scl, sc, nk, "attention scores", src2=Operand(bias))
-            pb = b.tensor(f"p.{tag}", (g, nk), "bf16")
-            b.rows(P.SOFTMAX, sc, pb, nk, "attention softmax")
-            stage_lists["scores"].append(sc)
-            stage_lists["softmax"].append(pb)
-            oacc = b.tensor(f"pv.{tag}.acc", (g, d), "binary32")
-            col = 0
-            for i, (_, vt, r0, rows, ld) in enumerate(pieces):
-                b.gemm(MaMode.BF16, Operand(pb, col), Operand(vt, r0 * ld + j * d), Operand(oacc), g, rows, d,
-                       nk, ld, d, accumulate=i > 0, stage="attention P·V")
-                col += rows
-            b.va(X.CVT_F32, g * d, src=oacc, dst=(attn, (t * h + j * g) * d), stage="attention P·V")
-    names.update({f"list.{k}": v for k, v in stage_lists.items()})
-    o = L.matmul(attn, p("attn.o_proj.weight"), "o_proj", b.tensor("o", (s, dm), "bf16"), "output projection")
-    h1 = b.tensor("h1", (s, dm), "bf16")
-    b.elementwise(P.ADD, "x", h1, o, stage="attention residual")
-
-    # MoE
-    mb = L.rmsnorm(h1, p("post_attention_layernorm.weight"), eps, b.tensor("m", (s, dm), "bf16"), dm,
-                   "post-attention RMSNorm")
-    ne, k1, k2 = c.n_experts, c.primary_topk, c.final_topk
-    lg = L.matmul(mb, p("mlp.gate.weight"), "gate", b.tensor("logits", (s, ne), "bf16"), "router logits")
-    sb = b.tensor("router", (s, ne), "bf16")
-    b.rows(P.SOFTMAX, lg, sb, ne, "router softmax + top-k")
-    cand_v, cand = b.tensor("cand.v", (s, k1), "bf16"), b.tensor("cand", (s, k1), "int32")
-    b.va(P.TOPK, ne, src=(sb, 0, ne), dst=(cand_v, 0, k1), dst2=(cand, 0, k1), k=k1, repeat=s,
-         stage="router softmax + top-k")
-    first = p("mlp.experts.gate_up_proj")[:, 0, :]
-    code = b.const("poscode", to_bf16(sinusoid(np.arange(s), dm)))
-    sec = L.matmul(code, first, "first", b.tensor("secondary", (s, ne), "bf16"),
-                   "secondary score + final top-k", mode="bf16")
-    st = "secondary score + final top-k"
-    csel = b.tensor("cand.sec", (s, k1), "bf16")
-    b.va(P.GATHER_IDX, k1, src=(sec, 0, ne), src2=(cand, 0, k1), dst=(csel, 0, k1), stride=1,
-         index_limit=ne, repeat=s, stage=st)
-    fv, fpos = b.tensor("final.v", (s, k2), "bf16"), b.tensor("final.pos", (s, k2), "int32")
-    b.va(P.TOPK, k1, src=(csel, 0, k1), dst=(fv, 0, k2), dst2=(fpos, 0, k2), k=k2, repeat=s, stage=st)
-    fin = b.tensor("final", (s, k2), "int32")
-    b.va(P.GATHER_IDX, k2, src=(cand, 0, k1), src2=(fpos, 0, k2), dst=(fin, 0, k2), stride=1,
-         index_limit=k1, repeat=s, stage=st)
-    wsel = b.tensor("wsel", (s, k2), "bf16")
-    b.va(P.GATHER_IDX, k2, src=(sb, 0, ne), src2=(fin, 0, k2), dst=(wsel, 0, k2), stride=1,
-         index_limit=ne, repeat=s, stage="final weights")
-    tot, tot16, inv = (b.tensor("wsum", (s,), "binary32"), b.tensor("wsum16", (s,), "bf16"),
-                       b.tensor("wsum.inv", (s,), "bf16"))
-    b.va(P.SUM, k2, src=(wsel, 0, k2), dst=(tot, 0, 1), repeat=s, stage="final weights")
-    b.elementwise(X.CVT_F32, tot, tot16, stage="final weights")
-    b.elementwise(X.RECIP, tot16, inv, stage="final weights")
-    wts = b.tensor("weights", (s, k2), "bf16")
-    b.va(X.MUL_MEM, k2, src=(wsel, 0, k2), src2=(inv, 0, 1), dst=(wts, 0, k2), repeat=s,
-         stage="final weights")
-
-    i = c.moe_intermediate_size
-    gu, dn = p("mlp.experts.gate_up_proj"), p("mlp.experts.down_proj")
-    moe = b.tensor("moe", (s, dm), "bf16")       # zero in the image: the experts ADD into it
-    routes = b.read(fin)
-    for e in np.unique(routes):
-        tok, slot = np.nonzero(routes == e)
-        ne_t = tok.size
-        xe = b.tensor(f"e{e}.x", (ne_t, dm), "bf16")
-        for r, tk in enumerate(tok):
-            b.va(P.GATHER, dm, src=(mb, int(tk) * dm), dst=(xe, r * dm), stride=1, stage="experts")
-        gt = L.matmul(xe, gu[e][:i], f"e{e}.gate", b.tensor(f"e{e}.g", (ne_t, i), "bf16"), "experts")
-        up = L.matmul(xe, gu[e][i:], f"e{e}.up", b.tensor(f"e{e}.u", (ne_t, i), "bf16"), "experts")
-        sl = b.tensor(f"e{e}.silu", (ne_t, i), "bf16")
-        b.elementwise(P.SILU, gt, sl, stage="experts")
-        act = b.tensor(f"e{e}.act", (ne_t, i), "bf16")
-        b.elementwise(P.MUL, sl, act, up, stage="experts")
-        y = L.matmul(act, dn[e], f"e{e}.down", b.tensor(f"e{e}.y", (ne_t, dm), "bf16"), "experts")
-        yw = b.tensor(f"e{e}.yw", (ne_t, dm), "bf16")
-        for r, (tk, sk) in enumerate(zip(tok, slot, strict=True)):
-            b.va(X.MUL_MEM, dm, src=(y, r * dm), src2=(wts, int(tk) * k2 + int(sk)), dst=(yw, r * dm),
-                 stage="experts")
-            b.va(P.ADD, dm, src=(moe, int(tk) * dm), src2=(yw, r * dm), dst=(moe, int(tk) * dm),
-                 stage="experts")
-    out = b.tensor("out", (s, dm), "bf16")
-    b.elementwise(P.ADD, h1, out, moe, stage="layer output")
-    return b.program(), names
-
-
-def notes_stage_bits(machine, names=None):
-    """The stages :func:`golden.hwpath.run_notes_layer` records, as the bits the
-    interpreter left in ``machine`` (the MoE rows unmasked: every token)."""
-    r = machine.read
-
-    def cat(tensors):
-        return np.concatenate([r(t).ravel() for t in tensors]) if tensors else np.zeros(0, np.uint16)
-
-    lists = {k[5:]: v for k, v in (names or {}).items() if k.startswith("list.")}
-    return {
-        "input RMSNorm": r("n"), "q projection": r("q"), "k projection": r("k"), "v projection": r("v"),
-        "RoPE q": r("qr"), "RoPE k": r("kr"),
-        "HCA summaries": np.concatenate([cat(x) for x in lists.get("summaries", [])])
-        if lists.get("summaries") else None,
-        "attention scores": cat(lists.get("scores", [])), "attention softmax": cat(lists.get("softmax", [])),
-        "attention P·V": r("attn"), "output projection": r("o"), "attention residual": r("h1"),
-        "post-attention RMSNorm": r("m"), "router logits": r("logits"), "router softmax + top-k": r("router"),
-        "secondary score + final top-k": r("secondary"),
-        "MoE output (tokens routed alike)": r("moe"), "layer output (tokens routed alike)": r("out"),
-    }
 
 
 # --- counts and cycles --------------------------------------------------------------------

@@ -94,7 +94,7 @@ class _Dsv4(_Layer):
 def dsv4_layer_prefill(layer, streams, token_ids, config=None, builder=None, state=None):
     """The program of ``layer`` (a :class:`golden.presets.deepseek_v4.DeepseekV4Layer`)
     on streams ``(S, hc_mult, D)`` float64 and ``token_ids`` (positions 0..S-1, empty
-    state); ``config`` and ``builder`` as in :func:`golden.program.notes_prefill`; with
+    state); ``config`` and ``builder`` as in :func:`golden.program_notes.notes_prefill`; with
     ``state`` (a :class:`Dsv4State` of the same builder) the decode state after the S
     tokens is written into it. Returns ``(program, names)``: ``names`` maps each stage of
     :func:`golden.hwpath_dsv4.run_dsv4_layer` to its tensor."""

@@ -11,6 +11,7 @@ from golden.hwpath_dsv4 import run_dsv4_layer
 from golden.presets import deepseek_v4 as dsv4
 from golden.presets.notes import NotesModel, random_weights
 from golden.program_dsv4 import dsv4_layer_prefill
+from golden.program_notes import notes_prefill, notes_stage_bits
 from spec.codes import ErrorCode, VaOpcode
 
 from .test_golden_attn_dsv4 import tiny as dsv4_tiny
@@ -37,8 +38,8 @@ def test_notes_program_is_the_hardware_exact_path(notes_layer, notes_x, mode):
     per-stage error table built from the interpreter's bits is hwpath's table."""
     tr = run_notes_layer(notes_layer, notes_x, mode)
     b = pg.Builder(pg.BlockConfig(lanes=32))
-    _, names = pg.notes_prefill(notes_layer, notes_x, mode=mode, builder=b)
-    got = pg.notes_stage_bits(b.m, names)
+    _, names = notes_prefill(notes_layer, notes_x, mode=mode, builder=b)
+    got = notes_stage_bits(b.m, names)
     _same_table(tr, got)
     assert len(tr.stages) == 18
     np.testing.assert_array_equal(got["layer output (tokens routed alike)"], tr.out_bits)
@@ -94,13 +95,13 @@ def test_run_replays_the_builder(notes_layer, notes_x):
     """The program alone (initial image + commands) reproduces what its builder computed:
     no state outside the list."""
     b = pg.Builder(pg.BlockConfig())
-    prog, _ = pg.notes_prefill(notes_layer, notes_x[:9], builder=b)
+    prog, _ = notes_prefill(notes_layer, notes_x[:9], builder=b)
     m = pg.run(prog)
     np.testing.assert_array_equal(m.mem[: prog.memory_bytes], b.m.mem[: prog.memory_bytes])
 
 
 def test_program_commands_are_well_formed(notes_layer, notes_x):
-    prog, _ = pg.notes_prefill(notes_layer, notes_x[:6])
+    prog, _ = notes_prefill(notes_layer, notes_x[:6])
     for cmd in prog.commands:
         assert cmd.block in ("ma", "va")
         if cmd.block == "ma":
@@ -245,3 +246,28 @@ def test_dsv4_decode_steps_equal_the_full_program(dsv4_model, i, s0, s1):
     assert ("TOPK_WIDE" in ops) == (layer.type == dsv4.CSA)
     with pytest.raises(ValueError, match="capacity"):
         dsv4_decode_step(layer, state, streams[0], ids[0], s1, b)
+
+
+@pytest.mark.parametrize("mode", ["bf16", "int8"])
+def test_notes_decode_steps_equal_the_full_program(notes_layer, notes_x, mode):
+    """prefill(22) then decode steps 22..29 give the program of 30 tokens at every new row,
+    bit for bit; steps 24 and 28 start a refresh anchor (the HCA summaries are recomputed
+    from the cache) and every tier (SWA windows, HCA chunks, CSA range) is non-empty."""
+    from golden.presets.notes import tier_ranges
+    from golden.program_notes import notes_decode_step, notes_state
+
+    s0, s1 = 22, 30
+    bf = pg.Builder(pg.BlockConfig())
+    _, nf = notes_prefill(notes_layer, notes_x[:s1], mode=mode, builder=bf)
+    full = bf.read(nf["layer output"])
+    b = pg.Builder(pg.BlockConfig())
+    state = notes_state(b, notes_layer, s1)
+    notes_prefill(notes_layer, notes_x[:s0], mode=mode, builder=b, state=state)
+    refreshed = []
+    for t in range(s0, s1):
+        assert all(tier_ranges(t, notes_layer.cfg)[:2])
+        step, names = notes_decode_step(notes_layer, state, notes_x[t], t, b, mode)
+        np.testing.assert_array_equal(b.read(names["layer output"])[0], full[t], err_msg=f"t={t}")
+        if ("va", "SUM") in pg.count_commands(step) and pg.count_commands(step)["va", "SUM"] > 1:
+            refreshed.append(t)
+    assert refreshed == [24, 28]

@@ -30,18 +30,20 @@ class Mesh(wiring.Component):
     ``dropped[n]``. ``now`` is the timebase, ``max_age`` the TSP limit (cycles), and
     ``slots`` the reservation table: a router output on a slot's path is blocked for
     best-effort flits in the slot's window there (``hdl.muon.rbr``). ``flit_data_bits``
-    is the flits' data width (:func:`hdl.muon.layouts.flit_layout`), 91..1024 bits.
+    is the flits' data width (:func:`hdl.muon.layouts.flit_layout`), 91..1024 bits;
+    ``stale_drop=False`` builds routers without TSP's stale drop (the tile's memory
+    traffic, which must never be lost).
     """
 
     def __init__(self, cols, rows, *, slots=8, be_depth=8, rsv_depth=4, starve_limit=4,
-                 flit_data_bits=FLIT_DATA_BITS):
+                 flit_data_bits=FLIT_DATA_BITS, stale_drop=True):
         check_router_parameters(cols, rows, be_depth, rsv_depth, starve_limit)
         check_rbr_parameters(slots)
         check_flit_data_bits(flit_data_bits)
         self.cols, self.rows, self.n_slots = cols, rows, slots
         self.flit_data_bits = fb = flit_data_bits
         self._depths = dict(be_depth=be_depth, rsv_depth=rsv_depth, starve_limit=starve_limit,
-                            flit_data_bits=fb)
+                            flit_data_bits=fb, stale_drop=bool(stale_drop))
         nodes = cols * rows
         # Per router: its outputs inside a reservation window (read by the unit tests).
         self._blocks = {(x, y): Signal(PORTS, name=f"block_{x}_{y}")

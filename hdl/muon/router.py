@@ -155,18 +155,19 @@ class InputUnit(wiring.Component):
     the reserved VC's front flit if any, else the best-effort one. ``pop`` takes it.
     A front head flit is discarded instead of presented when its destination is outside
     the mesh (any input), or, on the best-effort VC, when this router is its
-    destination and ``now - ts > max_age`` (TSP). A discard asks ``drop_req`` and
-    starts when ``drop_ack`` answers; the packet's body flits are then discarded one a
-    cycle. ``credit`` pulses one cycle after each freed slot, per VC.
+    destination and ``now - ts > max_age`` (TSP; not with ``stale_drop=False``). A
+    discard asks ``drop_req`` and starts when ``drop_ack`` answers; the packet's body
+    flits are then discarded one a cycle. ``credit`` pulses one cycle after each freed slot, per VC.
     """
 
     def __init__(self, x, y, cols, rows, be_depth, rsv_depth, starve_limit, *, local,
-                 flit_data_bits=FLIT_DATA_BITS):
+                 flit_data_bits=FLIT_DATA_BITS, stale_drop=True):
+        self._stale_drop = stale_drop
         self._pos, self._size = (x, y), (cols, rows)
         self._depths = (be_depth, rsv_depth)
         self._limit, self._local = starve_limit, local
         self._flit = flit = flit_layout(flit_data_bits)
-        width = flit.as_shape().size
+        width = data.Layout.cast(flit).size
         # The buffers, one per VC (their levels are read by the formal proofs).
         self._fifos = [SyncFIFO(width=width, depth=depth) for depth in self._depths]
         super().__init__({
@@ -183,7 +184,7 @@ class InputUnit(wiring.Component):
         (x, y), (cols, rows) = self._pos, self._size
         fifos = self._fifos
         flit = self._flit
-        incoming = flit(Signal(flit.as_shape().size, name="incoming"))
+        incoming = flit(Signal(data.Layout.cast(flit).size, name="incoming"))
         m.d.comb += incoming.eq(self.w_flit)
         if self._local:  # TSP: the injection port writes the injection time
             with m.If(self.w_flit.head):
@@ -202,7 +203,7 @@ class InputUnit(wiring.Component):
             port = Signal(3, name=f"port{vc}")
             m.d.comb += port.eq(Mux(front.head, head_port, route))
             bad = outside(header, cols, rows)
-            if vc == MuonVc.BEST_EFFORT:
+            if vc == MuonVc.BEST_EFFORT and self._stale_drop:
                 age = Signal(64, name="age")
                 m.d.comb += age.eq(self.now - header.ts)
                 bad = bad | ((head_port == MuonPort.LOCAL) & (age > self.max_age))
@@ -367,17 +368,19 @@ class Router(wiring.Component):
     flits (the credit loop is 4 cycles, so 4 sustain one flit a cycle). ``starve_limit``:
     pass-overs before a best-effort head is promoted above every class.
     ``flit_data_bits``: the flits' data width (:func:`hdl.muon.layouts.flit_layout`),
-    91..1024 bits.
+    91..1024 bits. ``stale_drop``: TSP drops stale best-effort packets (the tile turns it
+    off: its memory traffic must never be lost, and it never ages out of use).
     """
 
     def __init__(self, x, y, cols, rows, *, be_depth=8, rsv_depth=4, starve_limit=4,
-                 flit_data_bits=FLIT_DATA_BITS):
+                 flit_data_bits=FLIT_DATA_BITS, stale_drop=True):
         check_router_parameters(cols, rows, be_depth, rsv_depth, starve_limit)
         check_flit_data_bits(flit_data_bits)
         if not (0 <= x < cols and 0 <= y < rows):
             raise ValueError(f"router ({x}, {y}) is outside a {cols}×{rows} mesh")
         self.x, self.y = x, y
         self.flit_data_bits = fb = flit_data_bits
+        self.stale_drop = bool(stale_drop)
         self._args = (cols, rows, be_depth, rsv_depth, starve_limit)
         members = {"inject": In(FlitStreamSignature(fb)), "eject": Out(FlitStreamSignature(fb))}
         for port in DIRECTIONS:
@@ -396,7 +399,8 @@ class Router(wiring.Component):
         for port in present:
             local = port == MuonPort.LOCAL
             unit = InputUnit(self.x, self.y, cols, rows, be_depth, rsv_depth, starve_limit,
-                             local=local, flit_data_bits=self.flit_data_bits)
+                             local=local, flit_data_bits=self.flit_data_bits,
+                             stale_drop=self.stale_drop)
             m.submodules[f"in_{port.name.lower()}"] = unit
             m.d.comb += [unit.now.eq(self.now), unit.max_age.eq(self.max_age)]
             if local:

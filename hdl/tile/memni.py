@@ -1,0 +1,349 @@
+"""The memory-side network interface: memory packets from the mesh onto one MC client
+channel, and the MC's answers back as packets.
+
+Packet formats: :mod:`hdl.tile.packets`; the credit scheme: :mod:`hdl.tile.ni`.
+
+1. Input: one buffer of ``credits`` flits per requester, shared (each requester holds
+   ``credits`` credits of it), so ``eject`` always finds room. Flits are taken in
+   arrival order; each one taken owes its requester a credit. The debt goes back in
+   the ``credits`` field of the next head flit sent to that requester, or in a CREDIT
+   packet: at once when a requester is owed ``credit_batch`` or more, otherwise when
+   nothing else is sent. A requester therefore never waits for credits while it holds
+   fewer than ``credits - credit_batch + 1``: its packets must be no longer than that.
+2. A READ piece becomes one MC read of its words. A WRITE chunk becomes one MC write
+   per run of contiguous enabled bytes (a run ends at a disabled byte, at the chunk's
+   end, or after ``wdata_depth`` words, so the MC's write buffer always holds the words
+   sent ahead of their request); a word is sent once per run it holds bytes of; a word
+   with no strobe is not sent.
+3. Every MC request leaves a tag (source, class, kind, whether it ends the block's
+   burst); the MC answers in request order, so the tags' order is the answers'. A read's
+   words go back as one READ_DATA packet; a write burst's MC answers are merged into one
+   WRITE_DONE (``error`` if any failed), sent after its last one (at once, in order, for
+   a burst with no byte enabled).
+
+With ``checks``, simulation assertions check: no flit arrives at a full buffer (credit
+conservation), every packet comes from a known requester and is well formed, no
+requester is owed more than ``credits``, and the MC's read answers have the length
+asked for.
+"""
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.wiring import In, Out
+from amaranth.utils import exact_log2
+
+from hdl.mc.channel import (
+    ClientChannelSignature,
+    CreditReceiver,
+    CreditSender,
+    RequestLayout,
+    ResponseLayout,
+    WriteWordLayout,
+    check,
+)
+from hdl.muon.layouts import CLASS_BITS, FlitStreamSignature, flit_layout
+from spec.codes import McOp, MuonVc, TrafficClass
+
+from .ni import body_view, check_coord, check_int, head_view
+from .packets import (
+    MAX_CREDITS,
+    MAX_PIECE,
+    ReadBodyLayout,
+    ReqKind,
+    RespKind,
+    WriteBodyLayout,
+    check_ni_widths,
+)
+
+__all__ = ["MemoryNi"]
+
+
+class _TagLayout(data.StructLayout):
+    def __init__(self, requesters):
+        super().__init__({"src": range(max(requesters, 2)), "cls": CLASS_BITS, "write": 1,
+                          "last": 1, "expect": 1, "beats": range(MAX_PIECE + 1)})
+
+
+def _lowest(m, bits, width, name):
+    """Index of the lowest set bit of ``bits`` (``width`` if none)."""
+    index = Signal(range(width + 1), name=name)
+    m.d.comb += index.eq(width)
+    for i in reversed(range(width)):
+        with m.If(bits[i]):
+            m.d.comb += index.eq(i)
+    return index
+
+
+class MemoryNi(wiring.Component):
+    """Memory packets at the Muon node ``node`` (``eject`` in, ``inject`` out) onto the MC
+    client channel ``chan`` (the client's side).
+
+    Parameters: ``data_width``, ``flit_data_bits`` (as :class:`hdl.tile.ni.RequesterNi`),
+    ``requesters`` (the nodes (x, y) whose packets it serves, 1..16 distinct, not
+    ``node``), ``credits`` (flit credits each requester holds, 2..255), ``credit_batch``
+    (1..credits), ``tags`` (MC requests awaiting their answer, 2..256), ``channel`` (the
+    :class:`hdl.mc.channel.ClientChannelSignature`; by default that of ``data_width``).
+    """
+
+    def __init__(self, data_width, flit_data_bits, node, requesters, *, credits=32,
+                 credit_batch=8, tags=16, channel=None, checks=False):
+        check_ni_widths(data_width, flit_data_bits)
+        check_coord("node", node)
+        requesters = tuple(requesters)
+        if not 1 <= len(requesters) <= 16:
+            raise ValueError(f"a memory NI serves 1..16 requesters, not {len(requesters)}")
+        for r in requesters:
+            check_coord("requester", r)
+        if len(set(requesters)) != len(requesters) or node in requesters:
+            raise ValueError(f"requesters must be distinct nodes other than {node}: "
+                             f"{requesters!r}")
+        check_int("credits", credits, 2, MAX_CREDITS)
+        check_int("credit_batch", credit_batch, 1, credits)
+        check_int("tags", tags, 2, 256)
+        channel = ClientChannelSignature(data_width) if channel is None else channel
+        if not isinstance(channel, ClientChannelSignature) or channel.data_width != data_width:
+            raise ValueError(f"channel must be a ClientChannelSignature of {data_width} bits, "
+                             f"not {channel!r}")
+        self.data_width, self.flit_data_bits = data_width, flit_data_bits
+        self.node, self.requesters = node, requesters
+        self.credit_count, self.credit_batch, self.tags = credits, credit_batch, tags
+        self.channel = channel
+        self._checks = checks
+        # Credits owed to each requester (read by the tests: 0 when idle).
+        self._debts = [Signal(range(credits + 1), name=f"owed{i}")
+                       for i in range(len(requesters))]
+        super().__init__({
+            "eject": In(FlitStreamSignature(flit_data_bits)),
+            "inject": Out(FlitStreamSignature(flit_data_bits)),
+            "chan": Out(channel),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        ch, n, checks = self.channel, len(self.requesters), self._checks
+        flit = flit_layout(self.flit_data_bits)
+        in_fifo = m.submodules.in_fifo = SyncFIFOBuffered(
+            width=data.Layout.cast(flit).size, depth=self.credit_count * n)
+        m.d.comb += [in_fifo.w_data.eq(self.eject.payload), in_fifo.w_en.eq(self.eject.valid),
+                     self.eject.ready.eq(in_fifo.w_rdy)]
+        req_tx = m.submodules.req_tx = CreditSender(RequestLayout(), ch.req_depth, checks=checks)
+        wd_tx = m.submodules.wd_tx = CreditSender(WriteWordLayout(self.data_width),
+                                                  ch.wdata_depth, checks=checks)
+        resp_rx = m.submodules.resp_rx = CreditReceiver(ResponseLayout(self.data_width),
+                                                        ch.resp_depth, checks=checks)
+        wiring.connect(m, req_tx.o, wiring.flipped(self.chan.req))
+        wiring.connect(m, wd_tx.o, wiring.flipped(self.chan.wdata))
+        wiring.connect(m, wiring.flipped(self.chan.resp), resp_rx.i)
+        tag_layout = _TagLayout(n)
+        tag_fifo = m.submodules.tag_fifo = SyncFIFOBuffered(width=tag_layout.size,
+                                                            depth=self.tags)
+
+        owed = self._debts
+        pop_src = Signal(range(max(n, 2)))
+        ret_en, ret_src = Signal(), Signal(range(max(n, 2)))
+        self._requests(m, flit(in_fifo.r_data), in_fifo, req_tx, wd_tx, tag_fifo, tag_layout,
+                       pop_src)
+        self._responses(m, tag_layout(tag_fifo.r_data), tag_fifo, resp_rx, owed, ret_en,
+                        ret_src)
+        popped = in_fifo.r_en & in_fifo.r_rdy
+        for i, debt in enumerate(owed):
+            inc = popped & (pop_src == i)
+            m.d.sync += debt.eq(Mux(ret_en & (ret_src == i), 0, debt) + inc)
+            if checks:
+                check(m, debt <= self.credit_count, f"requester {i} owed more than its credits")
+        if checks:
+            check(m, ~self.eject.valid | in_fifo.w_rdy,
+                  "flit lost: a requester sent beyond its credits")
+        return m
+
+    def _source(self, m, header):
+        """Index of the requester that sent ``header``'s packet, and whether it is one."""
+        index, known = Signal(range(max(len(self.requesters), 2))), Signal()
+        for i, (x, y) in enumerate(self.requesters):
+            with m.If((header.src_x == x) & (header.src_y == y)):
+                m.d.comb += [index.eq(i), known.eq(1)]
+        return index, known
+
+    def _requests(self, m, front, in_fifo, req_tx, wd_tx, tag_fifo, tag_layout, pop_src):
+        dw = self.data_width
+        lanes, shift = dw // 8, exact_log2(dw // 8)
+        cap = self.channel.wdata_depth
+        have = in_fifo.r_rdy
+        head = head_view(front, dw)
+        cmd = head.cmd.req
+        body = body_view(front, WriteBodyLayout(dw))
+        src, known = self._source(m, head.header)
+        mreq = req_tx.i.payload
+        tag = tag_layout(tag_fifo.w_data)
+
+        # The write chunk being split.
+        cur_src, cur_cls = Signal.like(src), Signal(CLASS_BITS)
+        word, words_left = Signal.like(cmd.word), Signal(range(MAX_PIECE + 1))
+        chunk_last = Signal()
+        mask_reg, mask_loaded = Signal(lanes), Signal()
+        run_open, run_addr = Signal(), Signal(mreq.addr.shape())
+        run_bytes, run_words = Signal(mreq.length.shape()), Signal(range(cap + 1))
+        m.d.comb += [mreq.id.eq(tag.src), wd_tx.i.payload.data.eq(body.data)]
+
+        with m.FSM():
+            with m.State("IDLE"):
+                m.d.comb += [pop_src.eq(src), tag.src.eq(src)]
+                if self._checks:
+                    check(m, ~have | (front.head & known),
+                          "memory packet that is not a head from a known requester")
+                with m.If(have & (cmd.kind == ReqKind.READ)):
+                    m.d.comb += [mreq.op.eq(McOp.READ), mreq.addr.eq(cmd.word << shift),
+                                 mreq.length.eq((cmd.count + 1) << shift),
+                                 mreq.cls.eq(head.header.cls),
+                                 tag.cls.eq(head.header.cls), tag.last.eq(cmd.last),
+                                 tag.expect.eq(1), tag.beats.eq(cmd.count + 1)]
+                    with m.If(tag_fifo.w_rdy):
+                        m.d.comb += [req_tx.i.valid.eq(1), tag_fifo.w_en.eq(req_tx.i.ready),
+                                     in_fifo.r_en.eq(req_tx.i.ready)]
+                    if self._checks:
+                        check(m, ~have | ~front.head | front.tail, "read request framing")
+                with m.Elif(have):
+                    m.d.comb += in_fifo.r_en.eq(1)
+                    m.d.sync += [cur_src.eq(src), cur_cls.eq(head.header.cls), word.eq(cmd.word),
+                                 words_left.eq(cmd.count + 1), chunk_last.eq(cmd.last),
+                                 mask_loaded.eq(0), run_open.eq(0)]
+                    m.next = "WRITE"
+            with m.State("WRITE"):
+                m.d.comb += [pop_src.eq(cur_src), tag.src.eq(cur_src)]
+                if self._checks:
+                    check(m, ~have | (~front.head & (front.tail == (words_left == 1))),
+                          "write packet framing")
+                mask = Signal(lanes)
+                m.d.comb += mask.eq(Mux(mask_loaded, mask_reg, body.strb))
+                # The run this step: from `start` (0 when it continues from the last word)
+                # up to the first disabled byte `stop`.
+                start = Signal(range(lanes + 1))
+                m.d.comb += start.eq(Mux(run_open, 0, _lowest(m, mask, lanes, "first_on")))
+                filled = Cat(mask[i] | (start > i) for i in range(lanes))
+                stop = _lowest(m, ~filled, lanes, "first_off")
+                in_run = Cat((start <= i) & (stop > i) for i in range(lanes))
+                remaining = Signal(lanes)
+                m.d.comb += remaining.eq(mask & ~in_run)
+                last_word = words_left == 1
+                close_only = Signal()   # the open run ended with the last word
+                empty = Signal()        # nothing (left) to write in this word
+                send = Signal()
+                extend = Signal()       # the run goes on into the next word
+                issue = Signal()
+                consume = Signal()
+                m.d.comb += [
+                    close_only.eq(run_open & ~mask[0]),
+                    empty.eq(~run_open & (mask == 0)),
+                    send.eq(~close_only & ~empty),
+                    extend.eq(send & (stop == lanes) & ~last_word
+                              & Mux(run_open, run_words + 1 < cap, int(cap > 1))),
+                    issue.eq(close_only | (send & ~extend)),
+                    consume.eq(empty | (close_only & (mask == 0))
+                               | (send & (extend | (remaining == 0)))),
+                ]
+                final = last_word & chunk_last & consume
+                byte_addr = Cat(Const(0, shift), word) + start
+                m.d.comb += [
+                    mreq.op.eq(McOp.WRITE), mreq.cls.eq(cur_cls),
+                    mreq.addr.eq(Mux(run_open, run_addr, byte_addr)),
+                    mreq.length.eq(Mux(close_only, run_bytes,
+                                       Mux(run_open, run_bytes + stop, stop - start))),
+                    tag.cls.eq(cur_cls), tag.write.eq(1), tag.last.eq(final),
+                    tag.expect.eq(issue), tag.beats.eq(0),
+                ]
+                go = Signal()
+                m.d.comb += go.eq(have & (~issue | req_tx.i.ready) & (~send | wd_tx.i.ready)
+                                  & (~(issue | (empty & final)) | tag_fifo.w_rdy))
+                with m.If(go):
+                    m.d.comb += [req_tx.i.valid.eq(issue), wd_tx.i.valid.eq(send),
+                                 tag_fifo.w_en.eq(issue | (empty & final)),
+                                 in_fifo.r_en.eq(consume)]
+                    with m.If(issue):
+                        m.d.sync += run_open.eq(0)
+                    with m.If(extend & run_open):
+                        m.d.sync += [run_bytes.eq(run_bytes + lanes), run_words.eq(run_words + 1)]
+                    with m.If(extend & ~run_open):
+                        m.d.sync += [run_open.eq(1), run_addr.eq(byte_addr),
+                                     run_bytes.eq(lanes - start), run_words.eq(1)]
+                    with m.If(consume):
+                        m.d.sync += [mask_loaded.eq(0), word.eq(word + 1),
+                                     words_left.eq(words_left - 1)]
+                        with m.If(last_word):
+                            m.next = "IDLE"
+                    with m.Else():
+                        m.d.sync += [mask_loaded.eq(1),
+                                     mask_reg.eq(Mux(close_only, mask, remaining))]
+
+    def _responses(self, m, tag, tag_fifo, resp_rx, owed, ret_en, ret_src):
+        dw = self.data_width
+        n = len(self.requesters)
+        resp = resp_rx.o
+        have = tag_fifo.r_rdy
+        layout = flit_layout(self.flit_data_bits)
+        flit = layout(Signal(data.Layout.cast(layout).size))
+        head = head_view(flit, dw)
+        cmd = head.cmd.resp
+        body = body_view(flit, ReadBodyLayout(dw))
+        m.d.comb += [self.inject.payload.eq(flit), flit.vc.eq(MuonVc.BEST_EFFORT)]
+        dst = Signal(range(max(n, 2)))
+        debt = Signal(range(self.credit_count + 1))
+        dst_x, dst_y = Signal.like(head.header.dst_x), Signal.like(head.header.dst_y)
+        m.d.comb += ret_src.eq(dst)
+        with m.Switch(dst):
+            for i, (x, y) in enumerate(self.requesters):
+                with m.Case(i):
+                    m.d.comb += [dst_x.eq(x), dst_y.eq(y), debt.eq(owed[i])]
+        urgent = Cat(d >= self.credit_batch for d in owed)
+        lazy = Cat(d != 0 for d in owed)
+        err_acc = Signal()
+        beats_left = Signal(range(MAX_PIECE + 1))
+        sent = self.inject.valid & self.inject.ready
+        failed = resp.payload.error != 0
+        with m.FSM():
+            with m.State("IDLE"):
+                m.d.comb += [flit.head.eq(1), flit.tail.eq(1), cmd.credits.eq(debt),
+                             ret_en.eq(sent),
+                             head.header.src_x.eq(self.node[0]), head.header.src_y.eq(self.node[1]),
+                             head.header.dst_x.eq(dst_x), head.header.dst_y.eq(dst_y)]
+                read_ready = have & ~tag.write & resp.valid
+                done_ready = have & tag.write & tag.last & (~tag.expect | resp.valid)
+                # A write answer that does not end its burst is merged without a packet.
+                with m.If(have & tag.write & ~tag.last & resp.valid):
+                    m.d.comb += [resp.ready.eq(1), tag_fifo.r_en.eq(1)]
+                    m.d.sync += err_acc.eq(err_acc | failed)
+                with m.If(urgent.any()):
+                    m.d.comb += [self.inject.valid.eq(1), dst.eq(_lowest(m, urgent, n, "urgent")),
+                                 cmd.kind.eq(RespKind.CREDIT),
+                                 head.header.cls.eq(TrafficClass.DECODE)]
+                with m.Elif(read_ready):
+                    m.d.comb += [self.inject.valid.eq(1), dst.eq(tag.src), flit.tail.eq(0),
+                                 cmd.kind.eq(RespKind.READ_DATA), cmd.last.eq(tag.last),
+                                 head.header.cls.eq(tag.cls)]
+                    with m.If(sent):
+                        m.d.sync += beats_left.eq(tag.beats)
+                        m.next = "DATA"
+                with m.Elif(done_ready):
+                    m.d.comb += [self.inject.valid.eq(1), dst.eq(tag.src),
+                                 cmd.kind.eq(RespKind.WRITE_DONE), cmd.last.eq(1),
+                                 cmd.error.eq(err_acc | (tag.expect & failed)),
+                                 head.header.cls.eq(tag.cls)]
+                    with m.If(sent):
+                        m.d.comb += [resp.ready.eq(tag.expect), tag_fifo.r_en.eq(1)]
+                        m.d.sync += err_acc.eq(0)
+                with m.Elif(lazy.any()):
+                    m.d.comb += [self.inject.valid.eq(1), dst.eq(_lowest(m, lazy, n, "lazy")),
+                                 cmd.kind.eq(RespKind.CREDIT),
+                                 head.header.cls.eq(TrafficClass.DECODE)]
+            with m.State("DATA"):
+                m.d.comb += [self.inject.valid.eq(resp.valid), flit.tail.eq(beats_left == 1),
+                             body.data.eq(resp.payload.data), body.error.eq(failed)]
+                with m.If(sent):
+                    m.d.comb += resp.ready.eq(1)
+                    m.d.sync += beats_left.eq(beats_left - 1)
+                    with m.If(beats_left == 1):
+                        m.d.comb += tag_fifo.r_en.eq(1)
+                        m.next = "IDLE"
+                if self._checks:
+                    check(m, ~sent | (resp.payload.last == (beats_left == 1)),
+                          "MC read answer of another length than asked for")

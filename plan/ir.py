@@ -22,7 +22,9 @@ The STDG's edges come from the tensors: within a *phase* an op that reads a tens
 depends on the op that writes it. A :class:`BarrierOp` ends a phase: it waits for every
 op before it, every op after it waits for it, and a read after it never depends on a
 write after it. That is how a cycle (``a`` reads ``x`` writes ``y``, ``b`` reads ``y``
-writes ``x``) is broken. A tensor has at most one writer per phase.
+writes ``x``) is broken. A tensor has at most one writer per phase, unless it is
+``ordered``: then its accesses keep program order (a read after the last write before
+it, a write after that write and every read since), as in a sequential program.
 
 :func:`graph_to_json` and :func:`graph_from_json` round-trip a graph exactly; the reader
 validates everything it reads and raises :class:`plan.errors.IRFormatError` naming the
@@ -43,7 +45,7 @@ __all__ = ["PRECISIONS", "DTYPES", "Tensor", "Dependency", "SparsityMask", "Pref
            "graph_from_json", "FORMAT", "VERSION"]
 
 FORMAT = "v4hw-circuitflow"
-VERSION = 1
+VERSION = 2            # 2: tensors carry ``ordered``; version 1 files (none) still read
 PRECISIONS = ("bf16", "int8")
 DTYPES = {"int8": 1, "bf16": 2, "int32": 4, "fp32": 4}
 ACCESSES = ("read", "write")
@@ -62,10 +64,13 @@ def _check_int(what, value, minimum):
 
 @dataclass(frozen=True)
 class Tensor:
-    """A tensor in memory: ``shape`` in elements, ``dtype`` one of :data:`DTYPES`."""
+    """A tensor in memory: ``shape`` in elements, ``dtype`` one of :data:`DTYPES`.
+    ``ordered``: its accesses keep program order (see :meth:`Graph.edges`), so several
+    ops may write it in one phase, as a sequential program of commands does."""
     name: str
     shape: tuple
     dtype: str
+    ordered: bool = False
 
     def __post_init__(self):
         _check_name("a tensor's name", self.name)
@@ -76,6 +81,8 @@ class Tensor:
         if self.dtype not in DTYPES:
             raise IRError(f"tensor {self.name}: dtype must be one of {sorted(DTYPES)}, "
                           f"not {self.dtype!r}")
+        if not isinstance(self.ordered, bool):
+            raise IRError(f"tensor {self.name}: ordered must be True or False")
 
     @property
     def nbytes(self):
@@ -292,6 +299,8 @@ class Graph:
         for phase, ops in enumerate(self.phases()):
             for op in ops:
                 for tensor in op.outputs:
+                    if names[tensor].ordered:
+                        continue
                     if (phase, tensor) in writer:
                         raise IRError(f"tensor {tensor} is written by {writer[phase, tensor]} "
                                       f"and {op.name} in one phase; a BarrierOp between "
@@ -323,16 +332,34 @@ class Graph:
         return phases
 
     def edges(self):
-        """STDG edges ``(producer, consumer, tensor)`` within each phase, in a fixed
-        order (consumer's program order, then its inputs' order)."""
+        """STDG edges ``(earlier, later, tensor)`` within each phase, in a fixed order
+        (the later op's program order, then its inputs', then its outputs').
+
+        A tensor that is not ``ordered`` has one writer per phase, and every op of the
+        phase that reads it depends on that writer, wherever it stands in the list.
+        An ``ordered`` tensor keeps program order: a read depends on the last write
+        before it, a write on the last write and on every read since (an op that reads
+        and writes it reads first)."""
+        tensors = self.tensor
         found = []
         for ops in self.phases():
-            writer = {t: op.name for op in ops for t in op.outputs}
+            writer = {t: op.name for op in ops for t in op.outputs if not tensors[t].ordered}
+            last, readers = {}, {}
             for op in ops:
                 for tensor in op.inputs:
-                    src = writer.get(tensor)
+                    src = last.get(tensor) if tensors[tensor].ordered else writer.get(tensor)
                     if src is not None and src != op.name:
                         found.append((src, op.name, tensor))
+                    if tensors[tensor].ordered:
+                        readers.setdefault(tensor, []).append(op.name)
+                for tensor in op.outputs:
+                    if not tensors[tensor].ordered:
+                        continue
+                    before = ([last[tensor]] if tensor in last else []) + readers.pop(tensor, [])
+                    for src in dict.fromkeys(before):
+                        if src != op.name:
+                            found.append((src, op.name, tensor))
+                    last[tensor] = op.name
         return found
 
 
@@ -359,8 +386,8 @@ def _op_to_obj(op):
 def graph_to_obj(graph):
     return {
         "format": FORMAT, "version": VERSION,
-        "tensors": [{"name": t.name, "shape": list(t.shape), "dtype": t.dtype}
-                    for t in graph.tensors],
+        "tensors": [{"name": t.name, "shape": list(t.shape), "dtype": t.dtype,
+                     "ordered": t.ordered} for t in graph.tensors],
         "stages": {stage: cycle for stage, cycle in graph.stages},
         "ops": [_op_to_obj(op) for op in graph.ops],
     }
@@ -460,17 +487,21 @@ def graph_from_obj(obj, path="graph"):
     r.obj(obj, path, ("format", "version", "tensors", "stages", "ops"))
     if obj["format"] != FORMAT:
         r.fail(f"{path}.format", f"expected {FORMAT!r}, got {obj['format']!r}")
-    if obj["version"] != VERSION:
-        r.fail(f"{path}.version", f"this reader knows version {VERSION}, got "
+    if obj["version"] not in (1, VERSION):
+        r.fail(f"{path}.version", f"this reader knows versions 1 to {VERSION}, got "
                f"{obj['version']!r}")
+    fields = ("name", "shape", "dtype") + (("ordered",) if obj["version"] >= 2 else ())
     try:
         tensors = []
         for i, t in enumerate(r.list(obj["tensors"], f"{path}.tensors")):
             where = f"{path}.tensors[{i}]"
-            r.obj(t, where, ("name", "shape", "dtype"))
+            r.obj(t, where, fields)
+            ordered = t.get("ordered", False)
+            if not isinstance(ordered, bool):
+                r.fail(where + ".ordered", f"expected true or false, got {ordered!r}")
             tensors.append(Tensor(r.str(t["name"], where + ".name"),
                                   r.ints(t["shape"], where + ".shape"),
-                                  r.str(t["dtype"], where + ".dtype")))
+                                  r.str(t["dtype"], where + ".dtype"), ordered))
         stages = obj["stages"]
         if not isinstance(stages, dict):
             r.fail(f"{path}.stages", f"expected an object, got {type(stages).__name__}")

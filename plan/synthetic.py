@@ -12,13 +12,16 @@ _VA_TYPES = ("norm", "rope", "softmax", "activation", "elementwise", "quantize")
 
 
 def random_graph(rng, n_ops, *, barriers=0, dim_choices=(8, 16, 32), bound_slack=4,
-                 max_offset=64, tokens=2):
-    """A random acyclic graph of about ``n_ops`` ops (plus ``barriers`` barriers):
-    each op reads one or two tensors written earlier (or graph inputs) and writes one
-    new tensor; ``latency_bound`` is ``bound_slack`` times a generous estimate."""
+                 max_offset=64, tokens=2, accumulators=0):
+    """A random acyclic graph of ``n_ops`` ops (plus ``barriers`` barriers): each op
+    reads one or two tensors written earlier (or graph inputs) and writes one new tensor,
+    or (with ``accumulators`` ordered tensors) adds a tensor into one of those;
+    ``latency_bound`` is ``bound_slack`` times a generous estimate."""
     tensors, ops = [], []
     written = []        # tensors written so far, in the current phase or earlier
     counter = [0]
+    accs = [Tensor(f"acc{i}", (16, 16), "bf16", ordered=True) for i in range(accumulators)]
+    tensors += accs
 
     def tensor(shape, dtype):
         counter[0] += 1
@@ -42,6 +45,13 @@ def random_graph(rng, n_ops, *, barriers=0, dim_choices=(8, 16, 32), bound_slack
             op_type = "migrate"
             src = pick() if pick else tensor((m, k), "bf16")
             inputs, out, shape = (src.name,), tensor(src.shape, src.dtype), ()
+        elif accs and rng.random() < 0.2:
+            # acc += src, as the MoE adds each expert's rows into the layer output.
+            op_type, precision, shape = "elementwise", "bf16", (16, 16, 2)
+            m, n = 16, 16
+            out = rng.choice(accs)
+            src = pick() if pick else tensor((16, 16), "bf16")
+            inputs = (src.name, out.name) if src is not out else (out.name,)
         elif rng.random() < 0.5:
             # The MA reads int8/bf16 operands; A is an earlier result of that precision.
             fits = [t for t in written if t.dtype == precision and len(t.shape) == 2]

@@ -105,6 +105,21 @@ def verify(result, graph, machine):
     # Precedence: STDG edges, and barriers against everything before and after them.
     for src, dst, _ in graph.edges():
         assert entries[dst].start >= entries[src].finish, (src, dst)
+    # Ordered tensors: any two accesses of one phase, one of them a write, in program
+    # order.
+    phase, accesses = 0, {}
+    for op in graph.ops:
+        if isinstance(op, BarrierOp):
+            phase += 1
+            continue
+        for tensor, write in [(t, False) for t in op.inputs] + [(t, True) for t in op.outputs]:
+            if graph.tensor[tensor].ordered:
+                accesses.setdefault((phase, tensor), []).append((op.name, write))
+    for seq in accesses.values():
+        for i, (a, wa) in enumerate(seq):
+            for b, wb in seq[i + 1:]:
+                if a != b and (wa or wb):
+                    assert entries[b].start >= entries[a].finish, (a, b)
     barrier_at = None
     for i, op in enumerate(graph.ops):
         if isinstance(op, BarrierOp):
@@ -121,7 +136,8 @@ def verify(result, graph, machine):
 def test_random_graphs_keep_every_invariant():
     rng = test_seed()
     for _ in range(25):
-        graph = random_graph(rng, rng.randrange(1, 80), barriers=rng.randrange(4))
+        graph = random_graph(rng, rng.randrange(1, 80), barriers=rng.randrange(4),
+                             accumulators=rng.randrange(3))
         # Two of an op's own transfers may be live at once: 2 channels and slots at least.
         machine = Machine(mc_channels=rng.choice([2, 4]), rbr_slots=rng.choice([2, 3, 8]))
         verify(plan(graph, machine), graph, machine)

@@ -138,7 +138,8 @@ def test_json_round_trip_exact():
 def test_json_round_trip_random_graphs():
     rng = test_seed()
     for _ in range(5):
-        g = random_graph(rng, rng.randrange(1, 60), barriers=rng.randrange(3))
+        g = random_graph(rng, rng.randrange(1, 60), barriers=rng.randrange(3),
+                         accumulators=rng.randrange(3))
         text = graph_to_json(g)
         assert graph_from_json(text) == g and graph_to_json(graph_from_json(text)) == text
 
@@ -153,7 +154,11 @@ def _corrupt(edit):
     ("{", "not JSON"),
     ("[]", "graph: expected an object, got list"),
     (_corrupt(lambda o: o.update(format="onnx")), "graph.format: expected 'v4hw-circuitflow'"),
-    (_corrupt(lambda o: o.update(version=2)), "graph.version: this reader knows version 1"),
+    (_corrupt(lambda o: o.update(version=3)), "graph.version: this reader knows versions 1 to 2"),
+    (_corrupt(lambda o: o["tensors"][0].pop("ordered")), "graph.tensors[0]: missing field 'ordered'"),
+    (_corrupt(lambda o: o["tensors"][0].update(ordered=1)),
+     "graph.tensors[0].ordered: expected true or false, got 1"),
+    (_corrupt(lambda o: o.update(version=1)), "graph.tensors[0]: unknown field 'ordered'"),
     (_corrupt(lambda o: o.pop("ops")), "graph: missing field 'ops'"),
     (_corrupt(lambda o: o.update(extra=1)), "graph: unknown field 'extra'"),
     (_corrupt(lambda o: o["ops"][0].update(latency_bound="120")),
@@ -184,3 +189,38 @@ def test_json_reader_rejects_malformed_input(text, message):
         graph_from_json(text)
     assert message in str(info.value)
     assert "\n" not in str(info.value)
+
+
+def test_version_1_files_read():
+    """Version 1 had no ``ordered``: its tensors read as dataflow tensors."""
+    obj = json.loads(graph_to_json(small_graph()))
+    obj["version"] = 1
+    for t in obj["tensors"]:
+        del t["ordered"]
+    assert graph_from_json(json.dumps(obj)) == small_graph()
+
+
+def test_ordered_tensor_keeps_program_order():
+    """An accumulator written by several ops: reads after the last write before them,
+    writes after that write and every read since (RAW, WAR, WAW)."""
+    t = (Tensor("acc", (8,), "bf16", ordered=True), Tensor("x", (8,), "bf16"),
+         Tensor("y", (8,), "bf16"), Tensor("z", (8,), "bf16"))
+
+    def op(name, inputs, outputs):
+        return DecodeOp(name=name, op_type="elementwise", inputs=inputs, outputs=outputs,
+                        latency_bound=999)
+
+    ops = (op("r0", ("acc",), ("x",)),            # reads the input value
+           op("w1", ("acc", "x"), ("acc",)),      # acc += x
+           op("r1", ("acc",), ("y",)),
+           op("r2", ("acc",), ("z",)),
+           op("w2", ("y",), ("acc",)),            # overwrites: after r1 and r2 read
+           BarrierOp(name="bar"),
+           op("w3", ("z",), ("acc",)))
+    g = Graph(t, ops)
+    assert g.edges() == [("r0", "w1", "x"), ("r0", "w1", "acc"), ("w1", "r1", "acc"),
+                         ("w1", "r2", "acc"), ("r1", "w2", "y"), ("w1", "w2", "acc"),
+                         ("r1", "w2", "acc"), ("r2", "w2", "acc")]
+    assert graph_from_json(graph_to_json(g)) == g
+    with pytest.raises(IRError, match="tensor acc2: ordered must be True or False"):
+        Tensor("acc2", (1,), "bf16", ordered=1)

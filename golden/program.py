@@ -33,7 +33,8 @@ from .ma import gemm
 from .ma_latency import MaCommand, ma_cycles
 
 __all__ = ["DTYPES", "MA_MAX", "BlockConfig", "Tensor", "Operand", "VaCmd", "MaCmd", "Program",
-           "Builder", "Machine", "run", "count_commands", "summary"]
+           "Builder", "Machine", "run", "count_commands", "program_summary",
+           "decode_steps", "summary"]
 
 DTYPES = {"bf16": np.uint16, "binary32": np.uint32, "int8": np.int8, "int32": np.int32}
 MA_MAX = 128          # the MA's M, K and N are 1..128 (DESIGN.md); larger products are tiled
@@ -448,7 +449,7 @@ def ma_command_cycles(program, cmd):
     return ma_cycles(mc, p=cfg.p, data_width=cfg.bus_bits, latency=cfg.latency)
 
 
-def summary(program):
+def program_summary(program):
     """Commands of ``program`` per block and opcode, and the MA's predicted cycles (the
     VA has no latency model yet), as text."""
     counts = count_commands(program)
@@ -461,4 +462,73 @@ def summary(program):
     lines.append(f"predicted cycles: MA {ma} (sum of the commands, one after another; "
                  f"P={program.config.p}, bus {program.config.bus_bits} bits, latency "
                  f"{program.config.latency}); VA: no model yet")
+    return "\n".join(lines)
+
+
+def decode_steps(preset, position=None, config=None, mode="bf16"):
+    """One decode step of every layer of tile preset ``preset`` (a name of
+    :data:`golden.presets.tile.PRESETS`) at ``position`` (the preset's by default), each
+    from a state of zeros (the command list does not depend on the state's values, only
+    the MoE's dispatch does, through the experts a token picks), with random inputs.
+    Returns a list of ``(layer, step program)``."""
+    from .presets.tile import PRESETS
+    from .program_dsv4 import dsv4_decode_step, dsv4_state
+    from .program_notes import notes_decode_step, notes_state
+
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; expected one of {sorted(PRESETS)}")
+    pre = PRESETS[preset]
+    t = pre.position if position is None else position
+    if t < 0:
+        raise ValueError(f"position must be >= 0, got {t}")
+    model = pre.model()
+    b = Builder(config or BlockConfig())
+    rng = np.random.default_rng(pre.seed)
+    c = pre.config
+    steps = []
+    for i, layer in enumerate(model.layers):
+        b.prefix = f"l{i}."     # the layers' states and steps side by side in one memory
+        if pre.kind == "deepseek-v4":
+            st = dsv4_state(b, layer, t + 1)
+            row = rng.standard_normal((c.hc_mult, c.hidden_size))
+            step, _ = dsv4_decode_step(layer, st, row, int(rng.integers(c.vocab_size)), t, b)
+        else:
+            st = notes_state(b, layer, t + 1)
+            step, _ = notes_decode_step(layer, st, rng.standard_normal(c.hidden_size), t, b, mode)
+        steps.append((layer, step))
+    b.prefix = ""
+    return steps
+
+
+def summary(preset, position=None, config=None, mode="bf16"):
+    """The commands of one decode step of tile preset ``preset`` (see
+    :func:`decode_steps`) per block and opcode, layer by layer, and the MA latency
+    model's predicted cycles (commands one after another); text, for ``v4hw program
+    --preset X --summary``."""
+    cfg = config or BlockConfig()
+    steps = decode_steps(preset, position, cfg, mode)
+    from .presets.tile import PRESETS
+
+    t = PRESETS[preset].position if position is None else position
+    counts = [count_commands(step) for _, step in steps]
+    keys = sorted(set().union(*counts))
+    heads = [f"layer {i}" for i in range(len(steps))]
+    kinds = [getattr(layer, "type", "notes") + ("" if not hasattr(layer, "hash") else
+                                                 (" + hash MoE" if layer.hash else " + top-k MoE"))
+             for layer, _ in steps]
+    lines = [f"preset {preset}: one decode step at position {t} (P={cfg.p}, L={cfg.lanes}, "
+             f"bus {cfg.bus_bits} bits, memory latency {cfg.latency} cycles)"]
+    lines += [f"  layer {i}: {k}" for i, k in enumerate(kinds)]
+    lines.append(f"{'block':5} {'opcode':16} " + " ".join(f"{h:>8}" for h in heads) + f" {'total':>8}")
+    for key in keys:
+        row = [cnt.get(key, 0) for cnt in counts]
+        lines.append(f"{key[0]:5} {key[1]:16} " + " ".join(f"{v:8d}" for v in row) + f" {sum(row):8d}")
+    for blk in ("ma", "va"):
+        row = [sum(v for (bk, _), v in cnt.items() if bk == blk) for cnt in counts]
+        lines.append(f"{blk:5} {'(all)':16} " + " ".join(f"{v:8d}" for v in row) + f" {sum(row):8d}")
+    cyc = [sum(ma_command_cycles(step, cmd) for cmd in step.commands if cmd.block == "ma")
+           for _, step in steps]
+    lines.append(f"{'ma':5} {'cycles':16} " + " ".join(f"{v:8d}" for v in cyc) + f" {sum(cyc):8d}")
+    lines.append("MA cycles: golden/ma_latency.py per command, the commands one after another "
+                 "(b_transposed timed as a plain B); VA cycles: no model yet")
     return "\n".join(lines)

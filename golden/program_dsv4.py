@@ -116,14 +116,15 @@ def dsv4_decode_step(layer, state, streams_row, token_id, t, builder):
     if t >= state.capacity:
         raise ValueError(f"position {t} is beyond the state's capacity of {state.capacity} tokens")
     start = len(b.commands)
-    b.prefix = f"d{t}."
+    outer = b.prefix
+    b.prefix = f"{outer}d{t}."
     try:
         sb = b.const("streams", to_bf16(np.asarray(streams_row)[None]), role="input")
         names = _layer(
             b, layer, sb, 1, [token_id], lambda L, xb, names: _attention_step(L, layer, xb, t, names, state)
         )
     finally:
-        b.prefix = ""
+        b.prefix = outer
     return Program(b.config, dict(b.tensors), tuple(b.commands[start:]), {}), names
 
 
@@ -866,13 +867,13 @@ def dsv4_state(builder, layer, capacity):
 
     def comp(name, overlap, width):
         rate, cols = layer.rate, (2 if overlap else 1) * width
-        t = lambda k, shape: b.tensor(f"state.{name}.{k}", shape, "bf16", "state", shared=True)
+        t = lambda k, shape: b.tensor(f"{b.prefix}state.{name}.{k}", shape, "bf16", "state", shared=True)
         return CompressorState(
             t("kv", (rate, cols)),
             t("gate", (rate, cols)),
             t("prev_kv", (rate, width)),
             b.const(
-                f"state.{name}.prev_gate",
+                f"{b.prefix}state.{name}.prev_gate",
                 np.full((rate, width), NEG_INF, np.uint16),
                 role="state",
                 shared=True,
@@ -880,7 +881,7 @@ def dsv4_state(builder, layer, capacity):
             t("entries", (max(1, capacity // rate), width)),
         )
 
-    window = b.tensor("state.window", (c.sliding_window, c.head_dim), "bf16", "state", shared=True)
+    window = b.tensor(f"{b.prefix}state.window", (c.sliding_window, c.head_dim), "bf16", "state", shared=True)
     cs = idx = None
     if layer.type != SWA:
         cs = comp("compressor", layer.type == CSA, c.head_dim)

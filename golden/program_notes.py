@@ -37,7 +37,11 @@ def notes_state(builder, layer, capacity):
     """Allocate the decode state of ``layer`` for ``capacity`` tokens in ``builder``."""
     c = layer.cfg
     kvw = c.num_kv_heads * c.head_dim
-    t = lambda k, rows: builder.tensor(f"state.{k}", (rows, kvw), "bf16", "state", shared=True)
+    pre = builder.prefix
+
+    def t(k, rows):
+        return builder.tensor(f"{pre}state.{k}", (rows, kvw), "bf16", "state", shared=True)
+
     return NotesState(
         t("keys", capacity),
         t("values", capacity),
@@ -381,7 +385,8 @@ def notes_decode_step(layer, state, x_row, t, builder, mode="bf16"):
         raise ValueError(f"position {t} is beyond the state's capacity of {state.capacity} tokens")
     b = builder
     start = len(b.commands)
-    b.prefix = f"d{t}."
+    outer = b.prefix
+    b.prefix = f"{outer}d{t}."
     try:
         L = _Layer(b, mode)
         xt = b.const("x", to_bf16(np.asarray(x_row)[None]), role="input")
@@ -412,7 +417,7 @@ def notes_decode_step(layer, state, x_row, t, builder, mode="bf16"):
         names["attention P·V"] = attn
         names["layer output"] = _tail(L, layer, xt, attn, 1, np.array([t]), names)
     finally:
-        b.prefix = ""
+        b.prefix = outer
     return Program(b.config, dict(b.tensors), tuple(b.commands[start:]), {}), names
 
 

@@ -116,7 +116,7 @@ def test_program_commands_are_well_formed(notes_layer, notes_x):
     assert all(e <= a for (_, e), (a, _) in zip(spans, spans[1:], strict=False))  # no overlap
     counts = pg.count_commands(prog)
     assert sum(counts.values()) == sum(c.repeat if c.block == "va" else 1 for c in prog.commands)
-    text = pg.summary(prog)
+    text = pg.program_summary(prog)
     assert "RECIP" in text and "no model yet" in text
 
 
@@ -271,3 +271,40 @@ def test_notes_decode_steps_equal_the_full_program(notes_layer, notes_x, mode):
         if ("va", "SUM") in pg.count_commands(step) and pg.count_commands(step)["va", "SUM"] > 1:
             refreshed.append(t)
     assert refreshed == [24, 28]
+
+
+def test_tile_presets_engage_every_mechanism():
+    from golden.presets.notes import tier_ranges
+    from golden.presets.tile import PRESETS
+
+    ds = PRESETS["deepseek-v4"]
+    c = ds.config
+    assert c.layer_types == [dsv4.SWA, dsv4.CSA, dsv4.HCA] and c.mlp_layer_types[0] == "hash_moe"
+    assert c.index_topk >= 12 and (ds.position + 1) // c.compress_rates[dsv4.CSA] > c.index_topk
+    for kind in (dsv4.CSA, dsv4.HCA):   # the step completes a group of each compressor
+        assert (ds.position + 1) % c.compress_rates[kind] == 0
+    nt = PRESETS["notes"]
+    windows, chunks, csa = tier_ranges(nt.position, nt.config)
+    assert windows and chunks and csa[0][1] > csa[0][0] and nt.position % nt.config.refresh == 0
+
+
+@pytest.mark.parametrize("preset", ["deepseek-v4", "notes"])
+def test_summary_counts_the_decode_step(preset):
+    """summary() prints, per block and opcode, the commands of the decode step programs
+    (:func:`golden.program.decode_steps`), and the MA's predicted cycles."""
+    steps = pg.decode_steps(preset)
+    text = pg.summary(preset)
+    counts = [pg.count_commands(step) for _, step in steps]
+    rows = [ln.split() for ln in text.splitlines()[len(steps) + 2:]]
+    lines = {tuple(r[:2]): [int(v) for v in r[2:]] for r in rows
+             if r[0] in ("ma", "va") and r[1] not in ("(all)", "cycles")}
+    for (blk, op), row in lines.items():
+        want = [cnt.get((blk, op), 0) for cnt in counts]
+        assert row == want + [sum(want)]
+    assert set(lines) == set().union(*counts)
+    assert "no model yet" in text
+    ops = set().union(*counts)
+    if preset == "deepseek-v4":
+        assert {("va", "TOPK_WIDE"), ("va", "GATHER_IDX"), ("ma", "GEMM_BF16_BT")} <= ops
+    with pytest.raises(ValueError, match="unknown preset"):
+        pg.summary("nope")

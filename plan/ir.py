@@ -15,6 +15,8 @@ compute one ``op_type`` (one block command: a whole GEMM, not its P×P tiles) an
   the project's ``cache_migrate_start``): the op accesses that tensor no earlier than
   that cycle; a tensor of ``inputs``/``outputs`` without an entry has offset 0;
 - ``sparsity_mask``: a :class:`SparsityMask` (CSR only, checked by :mod:`plan.checks`);
+- ``traffic``: ``(bytes read, bytes written)`` when the op touches only part of its
+  tensors (a K tile of a weight); None: all of its inputs and outputs;
 - ``timestamp``: the absolute start cycle. It is not a constructor argument: the planner
   sets it (:meth:`plan.dstp.Plan.stamped_graph`) and the JSON reader restores it.
 
@@ -45,7 +47,8 @@ __all__ = ["PRECISIONS", "DTYPES", "Tensor", "Dependency", "SparsityMask", "Pref
            "graph_from_json", "FORMAT", "VERSION"]
 
 FORMAT = "v4hw-circuitflow"
-VERSION = 2            # 2: tensors carry ``ordered``; version 1 files (none) still read
+# 2: tensors carry ``ordered``; 3: ops carry ``traffic``. Older files still read.
+VERSION = 3
 PRECISIONS = ("bf16", "int8")
 DTYPES = {"int8": 1, "bf16": 2, "int32": 4, "fp32": 4}
 ACCESSES = ("read", "write")
@@ -141,6 +144,7 @@ class _Op:
     latency_bound: int
     dependency: tuple = ()
     sparsity_mask: SparsityMask | None = None
+    traffic: tuple | None = None
     timestamp: int | None = field(default=None, init=False)
 
     kind = None          # JSON tag
@@ -171,6 +175,11 @@ class _Op:
                 where = "inputs" if dep.access == "read" else "outputs"
                 raise IRError(f"op {self.name}: dependency ({dep.tensor}, {dep.access}) "
                               f"names a tensor not in its {where}")
+        if self.traffic is not None:
+            if not isinstance(self.traffic, tuple) or len(self.traffic) != 2:
+                raise IRError(f"op {self.name}: traffic must be (bytes read, bytes written)")
+            for what, value in zip(("bytes read", "bytes written"), self.traffic, strict=True):
+                _check_int(f"op {self.name}: traffic's {what}", value, 0)
         if self.sparsity_mask is not None:
             if not isinstance(self.sparsity_mask, SparsityMask):
                 raise IRError(f"op {self.name}: sparsity_mask must be a SparsityMask")
@@ -377,6 +386,7 @@ def _op_to_obj(op):
         "sparsity_mask": None if op.sparsity_mask is None else {
             "layout": op.sparsity_mask.layout, "shape": list(op.sparsity_mask.shape),
             "tensors": list(op.sparsity_mask.tensors)},
+        "traffic": None if op.traffic is None else list(op.traffic),
     })
     if isinstance(op, DecodeOp):
         obj["token"] = op.token
@@ -441,7 +451,7 @@ class _Reader:
                      for i, v in enumerate(self.list(value, path)))
 
 
-def _op_from_obj(r, obj, path):
+def _op_from_obj(r, obj, path, version):
     if not isinstance(obj, dict) or "kind" not in obj:
         r.fail(path, "expected an object with a field 'kind'")
     kind = r.str(obj["kind"], f"{path}.kind")
@@ -454,7 +464,13 @@ def _op_from_obj(r, obj, path):
     else:
         keys = ["kind", "name", "timestamp", "op_type", "inputs", "outputs", "precision",
                 "tile_shape", "latency_bound", "dependency", "sparsity_mask"]
+        keys += ["traffic"] if version >= 3 else []
         r.obj(obj, path, keys + (["token"] if cls is DecodeOp else []))
+        traffic = obj.get("traffic")
+        if traffic is not None:
+            traffic = r.ints(traffic, f"{path}.traffic", 0)
+            if len(traffic) != 2:
+                r.fail(f"{path}.traffic", "expected [bytes read, bytes written]")
         deps = []
         for i, entry in enumerate(r.list(obj["dependency"], f"{path}.dependency")):
             where = f"{path}.dependency[{i}]"
@@ -477,7 +493,7 @@ def _op_from_obj(r, obj, path):
                  precision=r.str(obj["precision"], f"{path}.precision"),
                  tile_shape=r.ints(obj["tile_shape"], f"{path}.tile_shape"),
                  latency_bound=r.int(obj["latency_bound"], f"{path}.latency_bound", 1),
-                 dependency=tuple(deps), sparsity_mask=mask, **extra)
+                 dependency=tuple(deps), sparsity_mask=mask, traffic=traffic, **extra)
     timestamp = r.int(obj["timestamp"], f"{path}.timestamp", none=True)
     return op if timestamp is None else _stamp(op, timestamp)
 
@@ -487,10 +503,11 @@ def graph_from_obj(obj, path="graph"):
     r.obj(obj, path, ("format", "version", "tensors", "stages", "ops"))
     if obj["format"] != FORMAT:
         r.fail(f"{path}.format", f"expected {FORMAT!r}, got {obj['format']!r}")
-    if obj["version"] not in (1, VERSION):
+    version = obj["version"]
+    if isinstance(version, bool) or version not in range(1, VERSION + 1):
         r.fail(f"{path}.version", f"this reader knows versions 1 to {VERSION}, got "
-               f"{obj['version']!r}")
-    fields = ("name", "shape", "dtype") + (("ordered",) if obj["version"] >= 2 else ())
+               f"{version!r}")
+    fields = ("name", "shape", "dtype") + (("ordered",) if version >= 2 else ())
     try:
         tensors = []
         for i, t in enumerate(r.list(obj["tensors"], f"{path}.tensors")):
@@ -507,7 +524,7 @@ def graph_from_obj(obj, path="graph"):
             r.fail(f"{path}.stages", f"expected an object, got {type(stages).__name__}")
         for stage, cycle in stages.items():
             r.int(cycle, f"{path}.stages.{stage}")
-        ops = [_op_from_obj(r, o, f"{path}.ops[{i}]")
+        ops = [_op_from_obj(r, o, f"{path}.ops[{i}]", version)
                for i, o in enumerate(r.list(obj["ops"], f"{path}.ops"))]
         return Graph(tuple(tensors), tuple(ops), stages)
     except IRFormatError:

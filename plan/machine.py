@@ -34,7 +34,10 @@ MASKED_OP_TYPES = frozenset({"attention", "gather"})
 
 
 def op_bytes(op, graph):
-    """(bytes read, bytes written) of an op: the sizes of its input and output tensors."""
+    """(bytes read, bytes written) of an op: its ``traffic`` if given, else the sizes of
+    its input and output tensors."""
+    if op.traffic is not None:
+        return op.traffic
     tensors = graph.tensor
     return (sum(tensors[t].nbytes for t in op.inputs),
             sum(tensors[t].nbytes for t in op.outputs))

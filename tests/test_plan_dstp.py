@@ -63,6 +63,8 @@ def verify(result, graph, machine):
         tensors = graph.tensor
         read = sum(tensors[t].nbytes for t in op.inputs)
         written = sum(tensors[t].nbytes for t in op.outputs)
+        if op.traffic is not None:          # the op touches part of its tensors
+            read, written = op.traffic
         want = []
         if read:
             want.append(("in", mc, node, e.start, -(-read // machine.flit_bytes)))
@@ -418,3 +420,18 @@ def test_a_busy_instance_does_not_make_the_plan_infeasible():
     tight = plan(graph, machine, max_cycles=result.makespan)
     verify(tight, graph, machine)
     assert tight.makespan == result.makespan
+
+
+def test_traffic_sizes_the_transfers():
+    """A GEMM on a 16x64 and a 64x16 corner of larger int8 tensors: its transfers are
+    its traffic, not the tensors' sizes (which would not fit in the MA's cycles)."""
+    t = (Tensor("a", (128, 128), "int8"), Tensor("b", (128, 128), "int8"),
+         Tensor("c", (128, 128), "fp32"))
+    kwargs = dict(name="corner", op_type="gemm", inputs=("a", "b"), outputs=("c",),
+                  precision="int8", tile_shape=(16, 64, 16), latency_bound=10_000)
+    with pytest.raises(IRError, match="op corner: its 2048 flits in do not fit"):
+        plan(Graph(t, (DecodeOp(**kwargs),)), Machine())
+    graph = Graph(t, (DecodeOp(**kwargs, traffic=(16 * 64 + 64 * 16, 16 * 16 * 4)),))
+    result = plan(graph, Machine())
+    verify(result, graph, Machine())
+    assert [r.duration for r in result.entry("corner").reservations] == [128, 64]

@@ -34,7 +34,7 @@ def small_graph():
     ops = (
         PrefillOp(name="prefill_qkv", op_type="gemm", inputs=("hidden_states", "qkv_weight"),
                   outputs=("qkv_output",), precision="bf16", tile_shape=(4, 32, 32),
-                  latency_bound=2000,
+                  latency_bound=2000, traffic=(4 * 32 * 2 + 32 * 32 * 2, 4 * 32 * 4),
                   dependency=(Dependency("hidden_states", "read", 0),
                               Dependency("qkv_weight", "read", 1))),
         BarrierOp(name="sync"),
@@ -75,6 +75,8 @@ def test_timestamp_is_not_a_constructor_argument():
     ({"dependency": (Dependency("y", "read", 0),)}, "names a tensor not in its inputs"),
     ({"dependency": (Dependency("x", "write", 0),)}, "names a tensor not in its outputs"),
     ({"name": "bad name"}, "an op's name must be a name"),
+    ({"traffic": (1, 2, 3)}, "traffic must be (bytes read, bytes written)"),
+    ({"traffic": (1, -2)}, "traffic's bytes written must be an integer >= 0"),
     ({"sparsity_mask": SparsityMask("csr", (1, 4), ("r", "c"))}, "mask tensor r is not"),
 ])
 def test_op_fields_are_validated(kwargs, message):
@@ -154,11 +156,18 @@ def _corrupt(edit):
     ("{", "not JSON"),
     ("[]", "graph: expected an object, got list"),
     (_corrupt(lambda o: o.update(format="onnx")), "graph.format: expected 'v4hw-circuitflow'"),
-    (_corrupt(lambda o: o.update(version=3)), "graph.version: this reader knows versions 1 to 2"),
+    (_corrupt(lambda o: o.update(version=4)), "graph.version: this reader knows versions 1 to 3"),
+    (_corrupt(lambda o: o.update(version=True)), "graph.version: this reader knows versions"),
+    (_corrupt(lambda o: o["ops"][0].update(traffic=[1])),
+     "graph.ops[0].traffic: expected [bytes read, bytes written]"),
+    (_corrupt(lambda o: o["ops"][0].update(traffic=[1, -1])),
+     "graph.ops[0].traffic[1]: expected an integer >= 0"),
+    (_corrupt(lambda o: o.update(version=2)), "graph.ops[0]: unknown field 'traffic'"),
     (_corrupt(lambda o: o["tensors"][0].pop("ordered")), "graph.tensors[0]: missing field 'ordered'"),
     (_corrupt(lambda o: o["tensors"][0].update(ordered=1)),
      "graph.tensors[0].ordered: expected true or false, got 1"),
-    (_corrupt(lambda o: o.update(version=1)), "graph.tensors[0]: unknown field 'ordered'"),
+    (_corrupt(lambda o: [op.pop("traffic", None) for op in o["ops"]] and o.update(version=1)),
+     "graph.tensors[0]: unknown field 'ordered'"),
     (_corrupt(lambda o: o.pop("ops")), "graph: missing field 'ops'"),
     (_corrupt(lambda o: o.update(extra=1)), "graph: unknown field 'extra'"),
     (_corrupt(lambda o: o["ops"][0].update(latency_bound="120")),
@@ -191,13 +200,22 @@ def test_json_reader_rejects_malformed_input(text, message):
     assert "\n" not in str(info.value)
 
 
-def test_version_1_files_read():
-    """Version 1 had no ``ordered``: its tensors read as dataflow tensors."""
+@pytest.mark.parametrize("version", [1, 2])
+def test_older_files_read(version):
+    """Version 1 had no ``ordered`` (its tensors read as dataflow tensors), versions 1
+    and 2 no ``traffic``."""
     obj = json.loads(graph_to_json(small_graph()))
-    obj["version"] = 1
+    for op in obj["ops"]:
+        if op["kind"] != "barrier":
+            op["traffic"] = None
+    expected = graph_from_json(json.dumps(obj))
+    obj["version"] = version
+    for op in obj["ops"]:
+        op.pop("traffic", None)
     for t in obj["tensors"]:
-        del t["ordered"]
-    assert graph_from_json(json.dumps(obj)) == small_graph()
+        if version == 1:
+            del t["ordered"]
+    assert graph_from_json(json.dumps(obj)) == expected
 
 
 def test_ordered_tensor_keeps_program_order():

@@ -52,7 +52,7 @@ from .presets.deepseek_v4 import DeepseekV4Config, DeepseekV4Layer, weight_shape
 from .safetensors_np import SafetensorsFile, decode, e2m1_unpack
 
 __all__ = ["Checkpoint", "LayerWeights", "ExpertStack", "KEEP_FLOAT32", "published_name", "layer_memory",
-           "largest_layer_memory"]
+           "largest_layer_memory", "layer_report", "layer_memory_report", "read_tokens"]
 
 # transformers' DeepseekV4PreTrainedModel._keep_in_fp32_modules_strict (module names)
 KEEP_FLOAT32 = ("attn_hc", "ffn_hc", "hc_head", "sinks", "position_bias", "e_score_correction_bias",
@@ -413,3 +413,144 @@ def largest_layer_memory(cfg):
     """:func:`layer_memory` of the layer that needs the most."""
     return max((layer_memory(cfg, i) for i in range(cfg.num_hidden_layers)), key=lambda m: m["total"])
 
+
+
+# --- the layer report -------------------------------------------------------------------
+
+
+def read_tokens(tokens, vocab_size, seed=0):
+    """Token ids from ``tokens``: an int (that many random ids, ``seed``), a path (a ``.npy``
+    array, a JSON list, or integers separated by white space or commas) or a sequence."""
+    if isinstance(tokens, (int, np.integer)) and not isinstance(tokens, bool):
+        if tokens < 1:
+            raise ValueError(f"tokens: need at least 1 random token, got {tokens}")
+        return np.random.default_rng(seed).integers(0, vocab_size, int(tokens))
+    if isinstance(tokens, (str, pathlib.Path)):
+        path = pathlib.Path(tokens)
+        if not path.is_file():
+            raise ValueError(f"tokens: no file {path}")
+        if path.suffix == ".npy":
+            ids = np.load(path)
+        else:
+            text = path.read_text().strip()
+            try:
+                if text.startswith("["):
+                    ids = json.loads(text)
+                else:
+                    ids = [int(t) for t in re.split(r"[\s,]+", text) if t]
+            except ValueError as e:
+                raise ValueError(f"tokens: {path} holds other than integer token ids ({e})") from None
+    else:
+        ids = tokens
+    ids = np.asarray(ids)
+    if ids.ndim != 1 or ids.size == 0 or ids.dtype.kind not in "iu":
+        raise ValueError(f"tokens: need a non-empty list of integer ids, got shape {ids.shape} {ids.dtype}")
+    if ids.min() < 0 or ids.max() >= vocab_size:
+        raise ValueError(f"tokens: ids must lie in 0..{vocab_size - 1}")
+    return ids.astype(np.int64)
+
+
+def _gib(n):
+    return f"{n / 2**30:.3f} GiB"
+
+
+def layer_report(checkpoint_dir, layer, tokens=64, mode="bf16", as_json=False, seed=0):
+    """What ``v4hw golden layer --checkpoint DIR --layer N`` prints: layer ``layer`` of the
+    checkpoint on ``tokens`` (see :func:`read_tokens`; positions 0..T-1), in float64 and on
+    the hardware-exact path (:func:`golden.hwpath_dsv4.run_dsv4_layer`), with the per-stage
+    error table of ``docs/golden/hw-path.md``, the expert-selection agreement, the peak
+    memory allocated (``tracemalloc``) and :func:`layer_memory`'s figure for the layer.
+
+    The layer's input is the real one: the embedding of the tokens run through layers
+    0..N-1 in float64 (each read, run and dropped in turn). ``mode``: the MA's mode; the
+    ``deepseek-v4`` hardware path runs its GEMMs in bf16 (``int8`` is refused).
+    Markdown text, or JSON with ``as_json``.
+    """
+    import tracemalloc
+
+    from .hwpath_dsv4 import run_dsv4_layer
+
+    if mode != "bf16":
+        if mode == "int8":
+            raise ValueError("mode int8: the deepseek-v4 hardware path (golden/hwpath_dsv4.py) runs its "
+                             "GEMMs in bf16 only")
+        raise ValueError(f"mode must be 'bf16' or 'int8', got {mode!r}")
+    tracemalloc.start()
+    try:
+        ckpt = Checkpoint(checkpoint_dir)
+        cfg = ckpt.cfg
+        if not isinstance(layer, (int, np.integer)) or not 0 <= layer < cfg.num_hidden_layers:
+            raise ValueError(f"layer {layer}: the checkpoint has layers 0..{cfg.num_hidden_layers - 1}")
+        ids = read_tokens(tokens, cfg.vocab_size, seed)
+        pos = np.arange(ids.size)
+        target = ckpt.layer(layer)
+        if target.rate is not None and ids.size < target.rate:
+            # golden/hwpath_dsv4.py's compressors need one complete group
+            raise ValueError(f"tokens: layer {layer} ({target.type}) compresses groups of {target.rate}; "
+                             f"the hardware path needs at least {target.rate} tokens, got {ids.size}")
+        streams = ckpt.embed(ids)
+        for i in range(layer):
+            below = ckpt.layer(i)
+            streams = below.forward(below.init_state(), streams, pos, ids)
+            del below
+        tr = run_dsv4_layer(target, streams, ids)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    mem = layer_memory(cfg, layer)
+    routing = "hash-routed" if target.hash else f"top-{cfg.num_experts_per_tok}"
+    r = tr.router
+    if r is None:
+        router = {"routing": routing, "note": "experts from the hash table, the same on both paths"}
+    else:
+        router = {"routing": routing, "tokens": r.tokens, "equal": r.equal,
+                  "boundary_ties": r.boundary_ties, "differ_in_ties": r.differ_in_ties}
+    out = {
+        "checkpoint": str(checkpoint_dir),
+        "scheme": ckpt.scheme,
+        "layer": int(layer),
+        "type": target.type,
+        "tokens": int(ids.size),
+        "mode": mode,
+        "stages": [
+            {"stage": s.stage, "unit": s.unit, "max_abs": s.max_abs, "rel": s.rel, "agree": s.agree}
+            for s in tr.stages
+        ],
+        "router": router,
+        "peak_bytes": int(peak),
+        "layer_memory": mem,
+    }
+    if as_json:
+        return json.dumps(out, indent=1)
+    lines = [
+        f"checkpoint {checkpoint_dir} ({ckpt.scheme} names), layer {layer} ({target.type}, {routing} MoE), "
+        f"{ids.size} tokens, MA mode {mode}; input: the embedding through layers 0..{layer - 1} in float64"
+        if layer else
+        f"checkpoint {checkpoint_dir} ({ckpt.scheme} names), layer 0 ({target.type}, {routing} MoE), "
+        f"{ids.size} tokens, MA mode {mode}; input: the embedding",
+        "",
+        tr.table(),
+        "",
+        r.line() if r is not None else "router: hash-routed; experts from the table, the same on both paths",
+        f"peak memory allocated: {peak} bytes ({_gib(peak)}); the layer's weights read lazily "
+        f"(layer_memory): {mem['total']} bytes ({_gib(mem['total'])})",
+    ]
+    return "\n".join(lines)
+
+
+def layer_memory_report(config, as_json=False):
+    """The largest layer of a configuration (a ``config.json`` path or dict) read lazily:
+    :func:`largest_layer_memory`, as text or JSON."""
+    cfg = config if isinstance(config, DeepseekV4Config) else DeepseekV4Config.from_hf(config)
+    m = largest_layer_memory(cfg)
+    if as_json:
+        return json.dumps(m, indent=1)
+    return "\n".join([
+        f"largest layer: {m['layer']} ({m['type']}), {cfg.num_hidden_layers} layers",
+        f"dense tensors, float64 ({m['dense_elements']} elements): {m['dense_bytes']} bytes",
+        f"one routed expert, float64: {m['expert_bytes']} bytes",
+        f"largest decode's temporaries: {m['decode_bytes']} bytes",
+        f"total: {m['total']} bytes ({_gib(m['total'])})",
+        f"(all {cfg.n_routed_experts} routed experts in float64 at once: {m['all_experts_bytes']} bytes, "
+        f"{_gib(m['all_experts_bytes'])})",
+    ])

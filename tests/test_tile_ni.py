@@ -29,13 +29,14 @@ REGION = 0x400          # bytes of each requester's region (inside one 4 KiB pag
 
 
 class _Tile(Elaboratable):
-    """Requester NIs at ``nodes``, the memory NI and an MC at (1, 1) of a 2×2 mesh."""
+    """Requester NIs at ``nodes``, the memory NI and an MC (a read channel and a write
+    channel) at (1, 1) of a 2×2 mesh."""
 
     def __init__(self, nodes, mem_credits=None, **ni_args):
         self.mesh = Mesh(2, 2, flit_data_bits=FB, stale_drop=False)
         self.nis = [RequesterNi(DW, FB, node, MEM_NODE, checks=True, **ni_args)
                     for node in nodes]
-        self.mc = McCore(1, DW, checks=True)
+        self.mc = McCore(2, DW, checks=True)
         self.mem_ni = MemoryNi(DW, FB, MEM_NODE, nodes, channel=self.mc.channel_signature,
                                credits=mem_credits or self.nis[0].credit_count, checks=True)
         self.now = Signal(64)
@@ -51,7 +52,8 @@ class _Tile(Elaboratable):
             n = node_index(x, y, 2)
             wiring.connect(m, ni.inject, self.mesh.inject[n])
             wiring.connect(m, self.mesh.eject[n], ni.eject)
-        wiring.connect(m, self.mem_ni.chan, self.mc.chans[0])
+        wiring.connect(m, self.mem_ni.rd_chan, self.mc.chans[0])
+        wiring.connect(m, self.mem_ni.wr_chan, self.mc.chans[1])
         return m
 
 

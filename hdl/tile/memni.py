@@ -1,5 +1,5 @@
-"""The memory-side network interface: memory packets from the mesh onto one MC client
-channel, and the MC's answers back as packets.
+"""The memory-side network interface: memory packets from the mesh onto two MC client
+channels (one for reads, one for writes), and the MC's answers back as packets.
 
 Packet formats: :mod:`hdl.tile.packets`; the credit scheme: :mod:`hdl.tile.ni`.
 
@@ -15,8 +15,13 @@ Packet formats: :mod:`hdl.tile.packets`; the credit scheme: :mod:`hdl.tile.ni`.
    end, or after ``wdata_depth`` words, so the MC's write buffer always holds the words
    sent ahead of their request); a word is sent once per run it holds bytes of; a word
    with no strobe is not sent.
-3. Every MC request leaves a tag (source, class, kind, whether it ends the block's
-   burst); the MC answers in request order, so the tags' order is the answers'. A read's
+3. Reads and writes go to separate MC channels, so neither waits for the other's
+   answers (an MC channel serves requests answered by different paths one after the
+   other; a block's memory port orders its reads and its writes only among themselves).
+   Every MC request leaves a tag (source, class, whether it ends the block's burst) in
+   its channel's tag queue; each channel answers in request order, so the tags' order
+   is the answers'. Packets go out one at a time, READ_DATA and WRITE_DONE taking turns
+   when both are ready. A read's
    words go back as one READ_DATA packet; a write burst's MC answers are merged into one
    WRITE_DONE (``error`` if any failed), sent after its last one (at once, in order, for
    a burst with no byte enabled).
@@ -77,13 +82,14 @@ def _lowest(m, bits, width, name):
 
 class MemoryNi(wiring.Component):
     """Memory packets at the Muon node ``node`` (``eject`` in, ``inject`` out) onto the MC
-    client channel ``chan`` (the client's side).
+    client channels ``rd_chan`` (reads) and ``wr_chan`` (writes), the client's side.
 
     Parameters: ``data_width``, ``flit_data_bits`` (as :class:`hdl.tile.ni.RequesterNi`),
     ``requesters`` (the nodes (x, y) whose packets it serves, 1..16 distinct, not
     ``node``), ``credits`` (flit credits each requester holds, 2..255), ``credit_batch``
     (1..credits), ``tags`` (MC requests awaiting their answer, 2..256), ``channel`` (the
-    :class:`hdl.mc.channel.ClientChannelSignature`; by default that of ``data_width``).
+    :class:`hdl.mc.channel.ClientChannelSignature` of both; by default that of
+    ``data_width``).
     """
 
     def __init__(self, data_width, flit_data_bits, node, requesters, *, credits=32,
@@ -116,7 +122,8 @@ class MemoryNi(wiring.Component):
         super().__init__({
             "eject": In(FlitStreamSignature(flit_data_bits)),
             "inject": Out(FlitStreamSignature(flit_data_bits)),
-            "chan": Out(channel),
+            "rd_chan": Out(channel),
+            "wr_chan": Out(channel),
         })
 
     def elaborate(self, platform):
@@ -127,25 +134,30 @@ class MemoryNi(wiring.Component):
             width=data.Layout.cast(flit).size, depth=self.credit_count * n)
         m.d.comb += [in_fifo.w_data.eq(self.eject.payload), in_fifo.w_en.eq(self.eject.valid),
                      self.eject.ready.eq(in_fifo.w_rdy)]
-        req_tx = m.submodules.req_tx = CreditSender(RequestLayout(), ch.req_depth, checks=checks)
+        tag_layout = _TagLayout(n)
+        paths = {}
+        for kind in ("rd", "wr"):
+            chan = getattr(self, f"{kind}_chan")
+            req_tx = m.submodules[f"{kind}_req_tx"] = CreditSender(RequestLayout(), ch.req_depth,
+                                                                   checks=checks)
+            resp_rx = m.submodules[f"{kind}_resp_rx"] = CreditReceiver(
+                ResponseLayout(self.data_width), ch.resp_depth, checks=checks)
+            tags = m.submodules[f"{kind}_tags"] = SyncFIFOBuffered(width=tag_layout.size,
+                                                                   depth=self.tags)
+            wiring.connect(m, req_tx.o, wiring.flipped(chan.req))
+            wiring.connect(m, wiring.flipped(chan.resp), resp_rx.i)
+            paths[kind] = (req_tx, tags, resp_rx)
         wd_tx = m.submodules.wd_tx = CreditSender(WriteWordLayout(self.data_width),
                                                   ch.wdata_depth, checks=checks)
-        resp_rx = m.submodules.resp_rx = CreditReceiver(ResponseLayout(self.data_width),
-                                                        ch.resp_depth, checks=checks)
-        wiring.connect(m, req_tx.o, wiring.flipped(self.chan.req))
-        wiring.connect(m, wd_tx.o, wiring.flipped(self.chan.wdata))
-        wiring.connect(m, wiring.flipped(self.chan.resp), resp_rx.i)
-        tag_layout = _TagLayout(n)
-        tag_fifo = m.submodules.tag_fifo = SyncFIFOBuffered(width=tag_layout.size,
-                                                            depth=self.tags)
+        wiring.connect(m, wd_tx.o, wiring.flipped(self.wr_chan.wdata))
+        # The read channel carries no write data.
+        m.d.comb += self.rd_chan.wdata.valid.eq(0)
 
         owed = self._debts
         pop_src = Signal(range(max(n, 2)))
         ret_en, ret_src = Signal(), Signal(range(max(n, 2)))
-        self._requests(m, flit(in_fifo.r_data), in_fifo, req_tx, wd_tx, tag_fifo, tag_layout,
-                       pop_src)
-        self._responses(m, tag_layout(tag_fifo.r_data), tag_fifo, resp_rx, owed, ret_en,
-                        ret_src)
+        self._requests(m, flit(in_fifo.r_data), in_fifo, paths, wd_tx, tag_layout, pop_src)
+        self._responses(m, paths, tag_layout, owed, ret_en, ret_src)
         popped = in_fifo.r_en & in_fifo.r_rdy
         for i, debt in enumerate(owed):
             inc = popped & (pop_src == i)
@@ -165,7 +177,7 @@ class MemoryNi(wiring.Component):
                 m.d.comb += [index.eq(i), known.eq(1)]
         return index, known
 
-    def _requests(self, m, front, in_fifo, req_tx, wd_tx, tag_fifo, tag_layout, pop_src):
+    def _requests(self, m, front, in_fifo, paths, wd_tx, tag_layout, pop_src):
         dw = self.data_width
         lanes, shift = dw // 8, exact_log2(dw // 8)
         cap = self.channel.wdata_depth
@@ -174,8 +186,10 @@ class MemoryNi(wiring.Component):
         cmd = head.cmd.req
         body = body_view(front, WriteBodyLayout(dw))
         src, known = self._source(m, head.header)
-        mreq = req_tx.i.payload
-        tag = tag_layout(tag_fifo.w_data)
+        rd_tx, rd_tags, _ = paths["rd"]
+        req_tx, tag_fifo, _ = paths["wr"]
+        mreq, rreq = req_tx.i.payload, rd_tx.i.payload
+        tag, rtag = tag_layout(tag_fifo.w_data), tag_layout(rd_tags.w_data)
 
         # The write chunk being split.
         cur_src, cur_cls = Signal.like(src), Signal(CLASS_BITS)
@@ -184,23 +198,24 @@ class MemoryNi(wiring.Component):
         mask_reg, mask_loaded = Signal(lanes), Signal()
         run_open, run_addr = Signal(), Signal(mreq.addr.shape())
         run_bytes, run_words = Signal(mreq.length.shape()), Signal(range(cap + 1))
-        m.d.comb += [mreq.id.eq(tag.src), wd_tx.i.payload.data.eq(body.data)]
+        m.d.comb += [mreq.id.eq(cur_src), rreq.id.eq(src), rtag.src.eq(src), tag.src.eq(cur_src),
+                     wd_tx.i.payload.data.eq(body.data)]
 
         with m.FSM():
             with m.State("IDLE"):
-                m.d.comb += [pop_src.eq(src), tag.src.eq(src)]
+                m.d.comb += pop_src.eq(src)
                 if self._checks:
                     check(m, ~have | (front.head & known),
                           "memory packet that is not a head from a known requester")
                 with m.If(have & (cmd.kind == ReqKind.READ)):
-                    m.d.comb += [mreq.op.eq(McOp.READ), mreq.addr.eq(cmd.word << shift),
-                                 mreq.length.eq((cmd.count + 1) << shift),
-                                 mreq.cls.eq(head.header.cls),
-                                 tag.cls.eq(head.header.cls), tag.last.eq(cmd.last),
-                                 tag.expect.eq(1), tag.beats.eq(cmd.count + 1)]
-                    with m.If(tag_fifo.w_rdy):
-                        m.d.comb += [req_tx.i.valid.eq(1), tag_fifo.w_en.eq(req_tx.i.ready),
-                                     in_fifo.r_en.eq(req_tx.i.ready)]
+                    m.d.comb += [rreq.op.eq(McOp.READ), rreq.addr.eq(cmd.word << shift),
+                                 rreq.length.eq((cmd.count + 1) << shift),
+                                 rreq.cls.eq(head.header.cls),
+                                 rtag.cls.eq(head.header.cls), rtag.last.eq(cmd.last),
+                                 rtag.expect.eq(1), rtag.beats.eq(cmd.count + 1)]
+                    with m.If(rd_tags.w_rdy):
+                        m.d.comb += [rd_tx.i.valid.eq(1), rd_tags.w_en.eq(rd_tx.i.ready),
+                                     in_fifo.r_en.eq(rd_tx.i.ready)]
                     if self._checks:
                         check(m, ~have | ~front.head | front.tail, "read request framing")
                 with m.Elif(have):
@@ -210,7 +225,7 @@ class MemoryNi(wiring.Component):
                                  mask_loaded.eq(0), run_open.eq(0)]
                     m.next = "WRITE"
             with m.State("WRITE"):
-                m.d.comb += [pop_src.eq(cur_src), tag.src.eq(cur_src)]
+                m.d.comb += pop_src.eq(cur_src)
                 if self._checks:
                     check(m, ~have | (~front.head & (front.tail == (words_left == 1))),
                           "write packet framing")
@@ -275,11 +290,13 @@ class MemoryNi(wiring.Component):
                         m.d.sync += [mask_loaded.eq(1),
                                      mask_reg.eq(Mux(close_only, mask, remaining))]
 
-    def _responses(self, m, tag, tag_fifo, resp_rx, owed, ret_en, ret_src):
+    def _responses(self, m, paths, tag_layout, owed, ret_en, ret_src):
         dw = self.data_width
         n = len(self.requesters)
-        resp = resp_rx.o
-        have = tag_fifo.r_rdy
+        _, rd_tags, rd_rx = paths["rd"]
+        _, wr_tags, wr_rx = paths["wr"]
+        rtag, wtag = tag_layout(rd_tags.r_data), tag_layout(wr_tags.r_data)
+        resp, wresp = rd_rx.o, wr_rx.o
         layout = flit_layout(self.flit_data_bits)
         flit = layout(Signal(data.Layout.cast(layout).size))
         head = head_view(flit, dw)
@@ -299,38 +316,42 @@ class MemoryNi(wiring.Component):
         err_acc = Signal()
         beats_left = Signal(range(MAX_PIECE + 1))
         sent = self.inject.valid & self.inject.ready
-        failed = resp.payload.error != 0
+        failed, wfailed = resp.payload.error != 0, wresp.payload.error != 0
+        prefer_read = Signal()          # round robin between READ_DATA and WRITE_DONE
         with m.FSM():
             with m.State("IDLE"):
                 m.d.comb += [flit.head.eq(1), flit.tail.eq(1), cmd.credits.eq(debt),
                              ret_en.eq(sent),
                              head.header.src_x.eq(self.node[0]), head.header.src_y.eq(self.node[1]),
                              head.header.dst_x.eq(dst_x), head.header.dst_y.eq(dst_y)]
-                read_ready = have & ~tag.write & resp.valid
-                done_ready = have & tag.write & tag.last & (~tag.expect | resp.valid)
+                read_ready = Signal()
+                done_ready = Signal()
+                m.d.comb += [read_ready.eq(rd_tags.r_rdy & resp.valid),
+                             done_ready.eq(wr_tags.r_rdy & wtag.last
+                                           & (~wtag.expect | wresp.valid))]
                 # A write answer that does not end its burst is merged without a packet.
-                with m.If(have & tag.write & ~tag.last & resp.valid):
-                    m.d.comb += [resp.ready.eq(1), tag_fifo.r_en.eq(1)]
-                    m.d.sync += err_acc.eq(err_acc | failed)
+                with m.If(wr_tags.r_rdy & ~wtag.last & wresp.valid):
+                    m.d.comb += [wresp.ready.eq(1), wr_tags.r_en.eq(1)]
+                    m.d.sync += err_acc.eq(err_acc | wfailed)
                 with m.If(urgent.any()):
                     m.d.comb += [self.inject.valid.eq(1), dst.eq(_lowest(m, urgent, n, "urgent")),
                                  cmd.kind.eq(RespKind.CREDIT),
                                  head.header.cls.eq(TrafficClass.DECODE)]
-                with m.Elif(read_ready):
-                    m.d.comb += [self.inject.valid.eq(1), dst.eq(tag.src), flit.tail.eq(0),
-                                 cmd.kind.eq(RespKind.READ_DATA), cmd.last.eq(tag.last),
-                                 head.header.cls.eq(tag.cls)]
+                with m.Elif(read_ready & (prefer_read | ~done_ready)):
+                    m.d.comb += [self.inject.valid.eq(1), dst.eq(rtag.src), flit.tail.eq(0),
+                                 cmd.kind.eq(RespKind.READ_DATA), cmd.last.eq(rtag.last),
+                                 head.header.cls.eq(rtag.cls)]
                     with m.If(sent):
-                        m.d.sync += beats_left.eq(tag.beats)
+                        m.d.sync += [beats_left.eq(rtag.beats), prefer_read.eq(0)]
                         m.next = "DATA"
                 with m.Elif(done_ready):
-                    m.d.comb += [self.inject.valid.eq(1), dst.eq(tag.src),
+                    m.d.comb += [self.inject.valid.eq(1), dst.eq(wtag.src),
                                  cmd.kind.eq(RespKind.WRITE_DONE), cmd.last.eq(1),
-                                 cmd.error.eq(err_acc | (tag.expect & failed)),
-                                 head.header.cls.eq(tag.cls)]
+                                 cmd.error.eq(err_acc | (wtag.expect & wfailed)),
+                                 head.header.cls.eq(wtag.cls)]
                     with m.If(sent):
-                        m.d.comb += [resp.ready.eq(tag.expect), tag_fifo.r_en.eq(1)]
-                        m.d.sync += err_acc.eq(0)
+                        m.d.comb += [wresp.ready.eq(wtag.expect), wr_tags.r_en.eq(1)]
+                        m.d.sync += [err_acc.eq(0), prefer_read.eq(1)]
                 with m.Elif(lazy.any()):
                     m.d.comb += [self.inject.valid.eq(1), dst.eq(_lowest(m, lazy, n, "lazy")),
                                  cmd.kind.eq(RespKind.CREDIT),
@@ -342,7 +363,7 @@ class MemoryNi(wiring.Component):
                     m.d.comb += resp.ready.eq(1)
                     m.d.sync += beats_left.eq(beats_left - 1)
                     with m.If(beats_left == 1):
-                        m.d.comb += tag_fifo.r_en.eq(1)
+                        m.d.comb += rd_tags.r_en.eq(1)
                         m.next = "IDLE"
                 if self._checks:
                     check(m, ~sent | (resp.payload.last == (beats_left == 1)),

@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: all setup demo bench-muon test test-fast test-golden verilog regmap waves clean help fpga fpga-synth
+.PHONY: all setup demo bench-muon test regress test-fast test-golden verilog regmap waves clean help fpga fpga-synth
 
 all: help
 
@@ -14,6 +14,7 @@ help:
 	@echo "make demo       generate the MA, run a 128x128x128 int8 and a bf16 tile under Verilator"
 	@echo "make bench-muon Muon NoC on a 4x4 mesh: latency/throughput sweeps, CSV + PNG (Verilator)"
 	@echo "make test       the whole regression: golden, Amaranth simulator, cocotb on Icarus and Verilator"
+	@echo "make regress    everything make test runs, and the long checks (a fresh pip install, ...)"
 	@echo "make test-fast  golden and Amaranth-simulator tests only, on every core"
 	@echo "make test-golden the golden attention + MoE datapath tests only (seconds)"
 	@echo "make verilog    write build/v4hw_ma.v (default parameters)"
@@ -72,11 +73,16 @@ bench-muon: setup
 # threaded, and builds of one configuration are shared through a lock (sim/runner.py).
 TEST_JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 4 ] && n=4; echo $$n)
 
+# `make test` leaves out the tests marked `regress` (long checks that need a network or
+# minutes of their own); `make regress` runs everything.
 test: setup
+	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist worksteal -m "not regress"
+
+regress: setup
 	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist worksteal
 
 test-fast: setup
-	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist worksteal -m "not cocotb"
+	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist worksteal -m "not cocotb and not regress"
 
 test-golden: $(STAMP)
 	$(BIN)/python -m pytest -q tests/test_golden_attn*.py

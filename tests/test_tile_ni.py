@@ -438,3 +438,9 @@ def test_flit_width_checked():
     with pytest.raises(TypeError):
         Router(0, 0, 2, 2, flit_data_bits=96.0)
     assert flit_layout(200).size == 203
+    with pytest.raises(ValueError, match="credits must be in 9..255"):
+        RequesterNi(128, 145, (0, 0), (1, 1), wr_chunk=8, credits=8)
+    with pytest.raises(ValueError, match="distinct nodes"):
+        MemoryNi(128, 145, (1, 1), [(0, 0), (1, 1)])
+    with pytest.raises(ValueError, match="pair"):
+        RequesterNi(128, 145, (0, 16), (1, 1))

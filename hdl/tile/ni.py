@@ -93,7 +93,9 @@ class RequesterNi(wiring.Component):
 
     Parameters: ``data_width`` (64..512), ``flit_data_bits`` (at least
     :func:`hdl.tile.packets.min_flit_data_bits`), ``credits`` (flits of the memory NI's
-    input buffer reserved for this node, at least ``wr_chunk + 1``, at most 255),
+    input buffer reserved for this node: the memory NI's ``credits``; at least
+    ``wr_chunk + credit_batch`` of the memory NI so a whole write chunk never waits for
+    a lazy credit return, at least ``wr_chunk + 1`` here, at most 255),
     ``rd_buffer`` (read words buffered, 1..1024), ``rd_piece`` (words per read packet,
     1..min(256, rd_buffer)), ``wr_chunk`` (words per write packet, 1..256; the write
     buffer holds twice that), ``wr_outstanding`` (write bursts unanswered, 1..64).

@@ -30,6 +30,9 @@ bits: time stamp, source and destination, class) and, right above it, a command:
     refused any of its bytes. Sent once per burst, after its final chunk.
   - CREDIT: one flit that only returns ``credits``.
 
+A response travels at its request's class (the header's ``cls``); a CREDIT packet at
+class 7 (decode), so that returning credits is never starved.
+
 So a flit's data must hold max(DW + W, 91 + 10 + A) bits (:func:`min_flit_data_bits`):
 145 for a 128-bit bus (DW + 17), 146 for 64 bits, DW + W beyond.
 """

@@ -252,7 +252,7 @@ def _run(dut, blocks, memory, limit, cls=TrafficClass.DECODE, after=None):
     return result["cycles"]
 
 
-@pytest.mark.parametrize("seed", [0, pytest.param(1, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("seed", [0, pytest.param(1, marks=pytest.mark.regress)])
 def test_three_requesters_random_traffic(seed):
     rng = random.Random(seed)
     print(f"seed {seed}")

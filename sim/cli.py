@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 __all__ = ["main", "BLOCKS", "parse_params"]
@@ -17,57 +18,27 @@ __all__ = ["main", "BLOCKS", "parse_params"]
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
-def _ma_top(params):
-    from hdl.ma.core import check_parameters
-    from hdl.top.ma import MaTop
-    # Checked before the top exists: a refused Elaboratable would warn when collected.
-    check_parameters(params["P"], params["DATA_WIDTH"])
-    return MaTop(p=params["P"], data_width=params["DATA_WIDTH"])
+def _registry():
+    from sim.blocks import registry
+    return registry()
 
 
-def _mc_top(params):
-    from hdl.mc.core import check_parameters
-    from hdl.mc.prefetch import check_lines
-    from hdl.top.mc import McTop
-    check_parameters(params["CHANNELS"], params["DATA_WIDTH"], params["AGE_LIMIT"])
-    check_lines(params["PREFETCH_LINES"])
-    return McTop(channels=params["CHANNELS"], data_width=params["DATA_WIDTH"],
-                 age_limit=params["AGE_LIMIT"], prefetch_lines=params["PREFETCH_LINES"])
+class _Blocks(Mapping):
+    """block name → (Verilog module name, parameter defaults, top factory), read from the
+    descriptors of :mod:`sim.blocks` (the factory checks the parameters first)."""
+
+    def __getitem__(self, block):
+        desc = _registry()[block]
+        return desc.verilog_name, desc.defaults, desc.elaborate
+
+    def __iter__(self):
+        return iter(_registry())
+
+    def __len__(self):
+        return len(_registry())
 
 
-def _va_top(params):
-    from hdl.top.va import VaTop
-    from hdl.va.core import check_parameters
-    fn_lanes = params["FN_LANES"] or None          # 0: DATA_WIDTH/16, the bus rate
-    check_parameters(params["L"], params["DATA_WIDTH"], fn_lanes)
-    return VaTop(lanes=params["L"], data_width=params["DATA_WIDTH"], fn_lanes=fn_lanes)
-
-
-def _muon_top(params):
-    from hdl.top.muon import MuonTop, check_parameters
-    args = (params["COLS"], params["ROWS"], params["SLOTS"], params["BE_DEPTH"],
-            params["RSV_DEPTH"])
-    check_parameters(*args)
-    return MuonTop(args[0], args[1], slots=args[2], be_depth=args[3], rsv_depth=args[4])
-
-
-# block name → (Verilog module name, accepted parameters with defaults, top factory)
-BLOCKS = {
-    "ma": ("v4hw_ma", {"P": 8, "DATA_WIDTH": 128}, _ma_top),
-    "mc": ("v4hw_mc", {"CHANNELS": 4, "DATA_WIDTH": 128, "AGE_LIMIT": 8,
-                       "PREFETCH_LINES": 32}, _mc_top),
-    "va": ("v4hw_va", {"L": 32, "DATA_WIDTH": 128, "FN_LANES": 0}, _va_top),
-    "muon": ("v4hw_muon", {"ROWS": 4, "COLS": 4, "SLOTS": 8, "BE_DEPTH": 8, "RSV_DEPTH": 4},
-             _muon_top),
-}
-
-
-# (block, board) → parameters whose default differs on that board's device
-BOARD_DEFAULTS = {
-    # The ECP5-85 has 156 multiplier blocks: the VA's function units fit at two lanes
-    # (docs/fpga.md, "Timing: the VA").
-    ("va", "ulx3s-85f"): {"FN_LANES": 2},
-}
+BLOCKS = _Blocks()
 
 
 class UsageError(Exception):
@@ -76,9 +47,10 @@ class UsageError(Exception):
 
 def parse_params(block, pairs, board=None):
     """``["P=8", ...]`` → ``{"P": 8}``, checked against the block's parameter names; the
-    others at their defaults (for ``board``: :data:`BOARD_DEFAULTS` first)."""
-    _, defaults, _ = BLOCKS[block]
-    params = {**defaults, **BOARD_DEFAULTS.get((block, board), {})}
+    others at their defaults (for ``board``: the descriptor's board defaults first)."""
+    desc = _registry()[block]
+    defaults = desc.defaults
+    params = desc.params_for(board)
     for pair in pairs or ():
         name, sep, value = pair.partition("=")
         if not sep:
@@ -95,16 +67,15 @@ def parse_params(block, pairs, board=None):
 
 def elaborate(block, params):
     """The block's standalone top, or UsageError for parameters it refuses."""
-    _, _, factory = BLOCKS[block]
     try:
-        return factory(params)
+        return _registry()[block].elaborate(params)
     except (ValueError, TypeError) as error:
         raise UsageError(f"{block}: {error}") from None
 
 
 def verilog_text(block, params, *, emit_src=True):
     from amaranth.back import verilog
-    name, _, _ = BLOCKS[block]
+    name = _registry()[block].verilog_name
     return verilog.convert(elaborate(block, params), name=name, emit_src=emit_src)
 
 
@@ -114,7 +85,7 @@ def cmd_verilog(args):
     out = Path(args.output)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
-    name = BLOCKS[args.block][0]
+    name = _registry()[args.block].verilog_name
     print(f"wrote {out} (module {name}, "
           + ", ".join(f"{k}={v}" for k, v in sorted(params.items())) + ")")
     return 0
@@ -133,7 +104,6 @@ DEMO_TRACE_EXCLUDE = ("*.core.array*", "*.core.buffers*")
 
 def cmd_demo(args):
     """Generate the MA, run a 128³ int8 and a bf16 tile under Verilator, check both."""
-    from sim.ma_driver import MA_GTKW_GROUPS
     from sim.runner import CocotbTestFailure, SimulationError, run_cocotb
     params = {"P": 8, "DATA_WIDTH": 128}
     print("v4hw demo: generating v4hw_ma (P=8, DATA_WIDTH=128)")
@@ -147,7 +117,7 @@ def cmd_demo(args):
             results = run_cocotb(
                 "verilator", text, "v4hw_ma", "sim.ma_demo_tb",
                 config_name="demo-ma-p8-dw128", waves=not args.no_waves,
-                trace_exclude=DEMO_TRACE_EXCLUDE, gtkw_groups=MA_GTKW_GROUPS,
+                trace_exclude=DEMO_TRACE_EXCLUDE, gtkw_groups=_registry()["ma"].load_gtkw_groups(),
                 extra_env={"V4HW_DEMO_SUMMARY": str(summary_path)})
         except (CocotbTestFailure, SimulationError) as error:
             failure = error
@@ -182,7 +152,7 @@ def cmd_synth(args):
     """yosys synthesis only: resource estimates for one block and parameter set."""
     from sim import fpga
     params = parse_params(args.block, args.param)
-    name = BLOCKS[args.block][0]
+    name = _registry()[args.block].verilog_name
     text = verilog_text(args.block, params, emit_src=False)
     out = fpga.run_dir(args.block, params, args.target)
     print(f"v4hw synth: {name} ({_param_text(params)}) for {args.target}, in {out}")
@@ -210,7 +180,7 @@ def cmd_build(args):
         raise UsageError(f"{args.block} has ports beyond the kernel interface ({extra[0]}, ...) "
                          "and does not stand alone on a board; `v4hw synth` estimates it")
     out = fpga.run_dir(args.block, params, args.board)
-    print(f"v4hw build: {BLOCKS[args.block][0]} ({_param_text(params)}) for {args.board} "
+    print(f"v4hw build: {_registry()[args.block].verilog_name} ({_param_text(params)}) for {args.board} "
           f"at {args.freq} MHz, in {out} (place and route takes minutes)")
     try:
         report = fpga.build_bitstream(top, params["DATA_WIDTH"], out, args.board,

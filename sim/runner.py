@@ -355,7 +355,19 @@ def _ports(verilog, toplevel):
     return sorted(names, key=lambda name: first.get(name, 2))
 
 
+def _block_groups(toplevel):
+    """The GTKWave groups of the block whose standalone top is module ``toplevel``
+    (:mod:`sim.blocks`), or ``None``."""
+    from sim.blocks import registry
+    for block in registry().values():
+        if block.verilog_name == toplevel:
+            return block.load_gtkw_groups()
+    return None
+
+
 def _write_waves(vcd, gtkw, groups, verilog, toplevel):
+    if groups is None:
+        groups = _block_groups(toplevel)
     if groups is None:
         groups = [(f"{toplevel} ports", _ports(verilog, toplevel))]
     write_gtkw(vcd, gtkw, groups, top=toplevel)
@@ -400,7 +412,8 @@ def run_cocotb(simulator, verilog, toplevel, test_module, *, config_name, testca
         ``False``: only if the environment has ``WAVES=1``.
     ``gtkw_groups``
         ``[(group title, [signal pattern, ...]), ...]`` for :func:`sim.waves.write_gtkw`;
-        ``None`` shows the ports of ``toplevel``.
+        ``None``: the groups of the block whose standalone top ``toplevel`` is (its
+        descriptor in :mod:`sim.blocks`), else the ports of ``toplevel``.
     ``extra_env``
         Environment variables for the simulation; they win over everything else.
     ``timeout_s``

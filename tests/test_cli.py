@@ -1,10 +1,12 @@
-"""The `v4hw` command line: Verilog generation and its parameter errors."""
+"""The `v4hw` command line: Verilog generation and its parameter errors; the block
+descriptors it reads (``sim.blocks``)."""
 
 import re
 
 import pytest
 
-from sim.cli import main
+from sim.blocks import Block, CapsField, Param, registry
+from sim.cli import BLOCKS, main
 
 
 @pytest.mark.parametrize("param", ["P=1", "P=33", "P=6", "DATA_WIDTH=96", "Q=3", "P=x", "P"])
@@ -59,3 +61,66 @@ def test_bench_muon_bad_length(capsys):
     """A bad packet length is refused before anything is built."""
     assert main(["bench", "muon", "--length", "1", "--out", "unused"]) == 1
     assert "2..16 flits" in capsys.readouterr().err
+
+
+# --- The block descriptors -----------------------------------------------------------------
+
+def test_every_block_is_registered_once_by_its_own_module():
+    blocks = registry()
+    assert sorted(blocks) == ["ma", "mc", "muon", "va"]
+    for name, block in blocks.items():
+        assert type(block).__module__ == "sim.blocks" and block.name == name
+        assert block.verilog_name == f"v4hw_{name}"
+    assert sorted(BLOCKS) == sorted(blocks)
+    assert BLOCKS["va"][:2] == ("v4hw_va", {"L": 32, "DATA_WIDTH": 128, "FN_LANES": 0})
+
+
+@pytest.mark.parametrize("block", sorted(registry()))
+def test_caps_layout_decodes_what_the_top_reports(block):
+    """The layout's fields cover the bits the hardware's CAPS word sets, and each field
+    tied to a parameter holds that parameter (modulo its width), at the defaults and at
+    the smoke parameters."""
+    desc = registry()[block]
+    for params in (desc.defaults, desc.params_for(smoke=True)):
+        word = desc.caps(params)
+        fields = desc.decode_caps(word)
+        assert desc.encode_caps(fields) == word, f"CAPS {word:#x} has bits outside the layout"
+        for f in desc.caps_layout:
+            if f.param is not None:
+                assert fields[f.name] == params[f.param] % (1 << f.width), f.name
+        if "DATA_WIDTH" in params:
+            assert fields["BUS_BYTES"] == params["DATA_WIDTH"] // 8
+
+
+@pytest.mark.parametrize("block", sorted(registry()))
+def test_bench_and_waves_paths_resolve(block):
+    desc = registry()[block]
+    assert isinstance(desc.bench_class(), type)
+    groups = desc.load_gtkw_groups()
+    assert groups and all(isinstance(title, str) and patterns for title, patterns in groups)
+
+
+@pytest.mark.parametrize("block", sorted(registry()))
+def test_check_refuses_before_the_top_exists(block):
+    desc = registry()[block]
+    desc.check(desc.defaults)
+    desc.check(desc.params_for(smoke=True))
+    for board in desc.board_defaults:
+        desc.check(desc.params_for(board))
+    first = desc.params[0].name
+    with pytest.raises((ValueError, TypeError)):
+        desc.check({**desc.defaults, first: 0})
+
+
+def test_descriptor_refuses_inconsistent_tables():
+    common = dict(verilog_name="x", summary="", check=None, top=None, caps=None,
+                  bench="a:b", gtkw_groups="a:c")
+    with pytest.raises(ValueError, match="twice"):
+        Block(name="x", params=(Param("A", 1, ""), Param("A", 2, "")), caps_layout=(),
+              **common)
+    with pytest.raises(ValueError, match="overlaps"):
+        Block(name="x", params=(), caps_layout=(CapsField("A", 0, 8, ""),
+                                                CapsField("B", 4, 8, "")), **common)
+    with pytest.raises(ValueError, match="unknown parameters"):
+        Block(name="x", params=(Param("A", 1, ""),), caps_layout=(), smoke_params={"B": 1},
+              **common)

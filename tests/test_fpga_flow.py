@@ -9,20 +9,20 @@ import pytest
 
 from hdl.top.ma import MaTop
 from sim import fpga
-from sim.cli import BLOCKS, main, verilog_text
+from sim.blocks import registry
+from sim.cli import main, verilog_text
 
 REPO = Path(__file__).resolve().parent.parent
-# The smallest parameters of each block keep the smoke at tens of seconds; a block not
-# listed is checked with its defaults.
-SMOKE_PARAMS = {"ma": {"P": 2, "DATA_WIDTH": 64}, "va": {"L": 8, "FN_LANES": 2},
-                "muon": {"ROWS": 2, "COLS": 2, "SLOTS": 1, "BE_DEPTH": 2}}
 
 
-@pytest.mark.parametrize("block", sorted(BLOCKS))
+# Each descriptor's smoke parameters (the smallest of the block) keep the smoke at tens
+# of seconds; a block without them is checked at its defaults.
+@pytest.mark.parametrize("block", sorted(registry()))
 def test_synthesis_smoke(block, tmp_path):
-    name, defaults, _ = BLOCKS[block]
-    params = {**defaults, **SMOKE_PARAMS.get(block, {})}
-    cells = fpga.check_synthesizable(verilog_text(block, params, emit_src=False), name, tmp_path)
+    desc = registry()[block]
+    params = desc.params_for(smoke=True)
+    cells = fpga.check_synthesizable(verilog_text(block, params, emit_src=False),
+                                     desc.verilog_name, tmp_path)
     assert cells > 0
 
 

@@ -142,6 +142,13 @@ def test_ap_top_ports(verilog):
     Fragment.get(top, None)
 
 
+def test_default_waves_groups_come_from_the_block_descriptors():
+    from sim.blocks import registry
+    for block in registry().values():
+        assert sim_runner._block_groups(block.verilog_name) == block.load_gtkw_groups()
+    assert sim_runner._block_groups(TOP) is None        # any other top: its ports
+
+
 def test_ap_top_rejects():
     class Clash(wiring.Component):
         ap_clk: In(1)

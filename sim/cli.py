@@ -1,7 +1,9 @@
 """The ``v4hw`` command line: Verilog, register maps, the demo and the regressions.
 
-Thin glue: each command calls a function of ``hdl``, ``sim`` or ``golden`` and turns a
-bad argument into one error line and exit status 2.
+Thin glue: each command calls a function of ``hdl``, ``sim`` or ``golden``. Every bad
+argument is one error line on standard error and exit status 2 (:mod:`sim.usage`),
+found before any slow work (elaboration, a simulator build) starts; ``--help`` works at
+every level. The blocks are those of :mod:`sim.blocks`.
 """
 
 import argparse
@@ -13,7 +15,9 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-__all__ = ["main", "BLOCKS", "parse_params"]
+from sim.usage import UsageError, check_output_file, one_line_errors
+
+__all__ = ["main", "BLOCKS", "parse_params", "UsageError"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -39,10 +43,6 @@ class _Blocks(Mapping):
 
 
 BLOCKS = _Blocks()
-
-
-class UsageError(Exception):
-    """A bad command line: reported as one line, exit status 2."""
 
 
 def parse_params(block, pairs, board=None):
@@ -73,27 +73,60 @@ def elaborate(block, params):
         raise UsageError(f"{block}: {error}") from None
 
 
-def verilog_text(block, params, *, emit_src=True):
+def check_params(block, params):
+    """UsageError for parameters the block refuses (before anything is built)."""
+    try:
+        _registry()[block].check(params)
+    except (ValueError, TypeError) as error:
+        raise UsageError(f"{block}: {error}") from None
+
+
+def verilog_text(block, params, *, emit_src=True, progress=False):
+    """The Verilog of the block's standalone top; ``progress``: say so on standard error
+    first (the VA takes about a minute)."""
     from amaranth.back import verilog
     name = _registry()[block].verilog_name
-    return verilog.convert(elaborate(block, params), name=name, emit_src=emit_src)
+    top = elaborate(block, params)
+    if progress:
+        print(f"v4hw: elaborating {block} ({_param_text(params)}) ...", file=sys.stderr,
+              flush=True)
+    return verilog.convert(top, name=name, emit_src=emit_src)
 
 
 def cmd_verilog(args):
     params = parse_params(args.block, args.param)
-    text = verilog_text(args.block, params)
+    check_params(args.block, params)
+    to_stdout = args.output == "-"
+    if not to_stdout:
+        check_output_file(args.output)
+    text = verilog_text(args.block, params, progress=True)
+    if to_stdout:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return 0
     out = Path(args.output)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text)
+    try:
+        out.write_text(text)
+    except OSError as error:
+        raise UsageError(f"cannot write {out} ({error.strerror})") from None
     name = _registry()[args.block].verilog_name
-    print(f"wrote {out} (module {name}, "
-          + ", ".join(f"{k}={v}" for k, v in sorted(params.items())) + ")")
+    print(f"wrote {out} (module {name}, {_param_text(params)})")
     return 0
 
 
 def cmd_regmap(args, rest):
     from sim import regmap
     return regmap.main(rest)
+
+
+def cmd_muon(args, rest):
+    from sim import muon_analyze
+    return muon_analyze.main(rest)
+
+
+def cmd_bench(args, rest):
+    from sim import muon_bench
+    return muon_bench.main(rest)
 
 
 # The demo's two tiles run ~70 000 cycles: its VCD leaves out the inside of the
@@ -152,10 +185,12 @@ def cmd_synth(args):
     """yosys synthesis only: resource estimates for one block and parameter set."""
     from sim import fpga
     params = parse_params(args.block, args.param)
+    check_params(args.block, params)
     name = _registry()[args.block].verilog_name
-    text = verilog_text(args.block, params, emit_src=False)
     out = fpga.run_dir(args.block, params, args.target)
-    print(f"v4hw synth: {name} ({_param_text(params)}) for {args.target}, in {out}")
+    print(f"v4hw synth: {name} ({_param_text(params)}) for {args.target}, in {out}",
+          flush=True)
+    text = verilog_text(args.block, params, emit_src=False, progress=True)
     try:
         res = fpga.synthesize(text, name, out, args.target)
     except fpga.FpgaToolError as error:
@@ -180,8 +215,9 @@ def cmd_build(args):
         raise UsageError(f"{args.block} has ports beyond the kernel interface ({extra[0]}, ...) "
                          "and does not stand alone on a board; `v4hw synth` estimates it")
     out = fpga.run_dir(args.block, params, args.board)
-    print(f"v4hw build: {_registry()[args.block].verilog_name} ({_param_text(params)}) for {args.board} "
-          f"at {args.freq} MHz, in {out} (place and route takes minutes)")
+    name = _registry()[args.block].verilog_name
+    print(f"v4hw build: {name} ({_param_text(params)}) for {args.board} at {args.freq} MHz, "
+          f"in {out} (place and route takes minutes)", flush=True)
     try:
         report = fpga.build_bitstream(top, params["DATA_WIDTH"], out, args.board,
                                       freq_mhz=args.freq, seed=args.seed)
@@ -209,87 +245,132 @@ def cmd_sim(args, rest):
 
 
 def cmd_waves(args, rest):
-    """Rerun one test with waveform recording; the runner prints the VCD/.gtkw paths."""
-    env = dict(os.environ, WAVES="1")
-    command = [sys.executable, "-m", "pytest", "-s", args.test, *rest]
-    return subprocess.call(command, cwd=REPO_ROOT, env=env)
+    """Rerun one test with waveform recording; the runner prints the VCD/.gtkw paths.
+
+    Refused before it runs when the node id names no test that runs a cocotb simulation
+    (pytest marker ``cocotb``); an error too when the test ran and recorded no waves."""
+    path = args.test.split("::", 1)[0]
+    if not (REPO_ROOT / path).exists():
+        raise UsageError(f"waves: no test file {path} (node ids are relative to {REPO_ROOT})")
+    pytest = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider"]
+    print(f"v4hw waves: collecting {args.test} ...", file=sys.stderr, flush=True)
+    collect = subprocess.run([*pytest, "--collect-only", "-q", "-m", "cocotb", args.test, *rest],
+                             cwd=REPO_ROOT, capture_output=True, text=True)
+    if collect.returncode == 5:                   # pytest: no test collected
+        raise UsageError(f"waves: {args.test} runs no cocotb simulation (no test marked "
+                         "cocotb), so there are no waves to record")
+    if collect.returncode != 0:
+        lines = (collect.stdout + collect.stderr).strip().splitlines() or ["(no output)"]
+        errors = [line for line in lines if line.startswith(("ERROR", "E "))]
+        raise UsageError(f"waves: pytest cannot collect {args.test}: {(errors or lines)[-1]}")
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "waves.log"
+        env = dict(os.environ, WAVES="1", V4HW_WAVES_LOG=str(log))
+        status = subprocess.call([*pytest, "-s", "-m", "cocotb", args.test, *rest],
+                                 cwd=REPO_ROOT, env=env)
+        recorded = log.read_text().split() if log.exists() else []
+    if status == 0 and not recorded:
+        print(f"v4hw: error: waves: {args.test} ran but no simulation recorded waves "
+              "(skipped?)", file=sys.stderr)
+        return 1
+    return status
+
+
+# Commands whose arguments go, untouched, to another tool's own parser (which prints its
+# own --help); the value says where.
+PASS_THROUGH = {"regmap": cmd_regmap, "sim": cmd_sim}
 
 
 def build_parser():
-    parser = argparse.ArgumentParser(prog="v4hw", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(
+        prog="v4hw", description="The v4hw command line: Verilog, register maps, the demo "
+                                 "and the regressions.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    blocks = sorted(BLOCKS)
 
-    p = sub.add_parser("verilog", help="write a block's standalone top as Verilog")
-    p.add_argument("block", choices=sorted(BLOCKS))
+    p = sub.add_parser("verilog", help="write a block's standalone top as Verilog",
+                       description="Write a block's standalone top as Verilog.")
+    p.add_argument("block", choices=blocks)
     p.add_argument("--param", action="append", metavar="NAME=VALUE",
                    help="a block parameter (repeatable), e.g. P=8, DATA_WIDTH=128")
-    p.add_argument("-o", "--output", required=True, metavar="FILE")
+    p.add_argument("-o", "--output", required=True, metavar="FILE",
+                   help="the Verilog file; - writes to standard output")
 
     sub.add_parser("regmap", add_help=False,
                    help="register maps: `v4hw regmap BLOCK --md|--c|--json|--html`, "
                         "`v4hw regmap --update`")
 
-    p = sub.add_parser("synth", help="yosys synthesis only: LUT/FF/DSP/BRAM estimates")
-    p.add_argument("block", choices=sorted(BLOCKS))
+    p = sub.add_parser("synth", help="yosys synthesis only: LUT/FF/DSP/BRAM estimates",
+                       description="yosys synthesis only: LUT/FF/DSP/BRAM estimates.")
+    p.add_argument("block", choices=blocks)
     p.add_argument("--target", required=True, choices=("ecp5", "xcup"),
                    help="ecp5 (Lattice ECP5) or xcup (AMD UltraScale+, e.g. the Alveo U280)")
     p.add_argument("--param", action="append", metavar="NAME=VALUE")
 
     p = sub.add_parser("build", help="bitstream for a board (yosys, nextpnr, ecppack), "
-                                     "with Fmax and resources")
-    p.add_argument("block", choices=sorted(BLOCKS))
+                                     "with Fmax and resources",
+                       description="Bitstream for a board (yosys, nextpnr, ecppack), with "
+                                   "Fmax and resources.")
+    p.add_argument("block", choices=blocks)
     p.add_argument("--board", required=True, choices=("ulx3s-85f",))
     p.add_argument("--param", action="append", metavar="NAME=VALUE")
     p.add_argument("--freq", type=int, default=100, metavar="MHZ",
                    help="clock of the design (default 100)")
     p.add_argument("--seed", type=int, default=1, help="nextpnr placement seed")
 
-    p = sub.add_parser("demo", help="run the MA on a 128³ int8 and bf16 tile (Verilator)")
+    p = sub.add_parser("demo", help="run the MA on a 128³ int8 and bf16 tile (Verilator)",
+                       description="Run the MA on a 128³ int8 and a bf16 tile (Verilator).")
     p.add_argument("--no-waves", action="store_true", help="record no VCD / .gtkw")
 
-    sub.add_parser("muon", add_help=False,
-                   help="Muon tools: `v4hw muon analyze CAPTURE [--show-rbr] [--show-conflict] "
-                        "[--stats] [--distribution]`")
-    sub.add_parser("bench", add_help=False,
-                   help="performance benches: `v4hw bench muon [--cols C] [--rows R] "
-                        "[--quick] [--out DIR]` (Verilator; CSV and PNG)")
+    p = sub.add_parser("muon", help="Muon tools: `v4hw muon analyze CAPTURE ...`",
+                       description="Muon tools.")
+    tools = p.add_subparsers(dest="tool", required=True, metavar="TOOL")
+    tools.add_parser("analyze", add_help=False,
+                     help="read a sniffer capture: `v4hw muon analyze CAPTURE [--show-rbr] "
+                          "[--show-conflict] [--stats] [--distribution]` (--help: all)")
+    p = sub.add_parser("bench", help="performance benches: `v4hw bench muon ...`",
+                       description="Performance benches.")
+    tools = p.add_subparsers(dest="bench", required=True, metavar="BENCH")
+    tools.add_parser("muon", add_help=False,
+                     help="Muon NoC sweeps under Verilator, CSV and PNG: `v4hw bench muon "
+                          "[--cols C] [--rows R] [--quick] [--out DIR]` (--help: all)")
     sub.add_parser("sim", add_help=False,
                    help="run the cocotb regressions (arguments go to pytest)")
-    p = sub.add_parser("waves", help="rerun one pytest test with waveforms recorded")
+    p = sub.add_parser("waves", help="rerun one pytest test with waveforms recorded",
+                       description="Rerun one cocotb test with waveforms recorded "
+                                   "(further arguments go to pytest).")
     p.add_argument("test", help="pytest node id, e.g. tests/test_ma_cocotb.py::test_x")
     return parser
 
 
+def _run(argv):
+    if argv and argv[0] in PASS_THROUGH:
+        return PASS_THROUGH[argv[0]](None, argv[1:])
+    args, rest = build_parser().parse_known_args(argv)
+    if args.command == "muon":
+        return cmd_muon(args, rest)
+    if args.command == "bench":
+        return cmd_bench(args, rest)
+    if args.command == "waves":
+        return cmd_waves(args, rest)
+    if rest:
+        raise UsageError(f"{args.command}: unrecognized arguments: {' '.join(rest)}")
+    return {"verilog": cmd_verilog, "demo": cmd_demo, "synth": cmd_synth,
+            "build": cmd_build}[args.command](args)
+
+
 def main(argv=None):
+    """Entry point; returns the exit status (2 and one error line for a bad command line;
+    0 after ``--help``)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
-    if argv[:1] == ["muon"]:
-        if argv[1:2] != ["analyze"]:
-            print("v4hw: error: usage: v4hw muon analyze CAPTURE [options]", file=sys.stderr)
-            return 2
-        from sim import muon_analyze
-        return muon_analyze.main(argv[2:])
-    if argv[:1] == ["bench"]:
-        if argv[1:2] != ["muon"]:
-            print("v4hw: error: usage: v4hw bench muon [options]", file=sys.stderr)
-            return 2
-        from sim import muon_bench
-        return muon_bench.main(argv[2:])
-    # regmap and sim pass their arguments through untouched.
-    if argv and argv[0] in ("regmap", "sim"):
-        handler = {"regmap": cmd_regmap, "sim": cmd_sim}[argv[0]]
-        return handler(None, argv[1:])
-    args, rest = parser.parse_known_args(argv)
     try:
-        if args.command == "waves":
-            return cmd_waves(args, rest)
-        if rest:
-            parser.error(f"unrecognized arguments: {' '.join(rest)}")
-        return {"verilog": cmd_verilog, "demo": cmd_demo, "synth": cmd_synth,
-                "build": cmd_build}[args.command](args)
+        with one_line_errors():
+            return _run(argv)
     except UsageError as error:
         print(f"v4hw: error: {error}", file=sys.stderr)
         return 2
+    except SystemExit as done:                    # --help (and tools that exit)
+        return done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
 
 
 if __name__ == "__main__":

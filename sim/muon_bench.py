@@ -228,6 +228,21 @@ def summary(results):
     return "\n".join(lines)
 
 
+def check_arguments(cols, rows, length, out):
+    """UsageError for a mesh ``v4hw_muon`` refuses, a packet length the bench cannot
+    make, or an output folder that cannot be written: before anything is built."""
+    from sim.blocks import descriptor
+    from sim.usage import UsageError, check_output_dir
+    muon = descriptor("muon")
+    try:
+        muon.check({**muon.defaults, "COLS": cols, "ROWS": rows})
+    except (ValueError, TypeError) as error:
+        raise UsageError(str(error)) from None
+    if not 2 <= length <= 16:
+        raise UsageError(f"--length: bench packets have 2..16 flits, not {length}")
+    check_output_dir(out, "--out")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="v4hw bench muon",
                                      description="Muon NoC performance (Verilator)")
@@ -239,7 +254,13 @@ def main(argv=None):
     parser.add_argument("--out", metavar="DIR", help="default build/bench/muon-<cols>x<rows>")
     args = parser.parse_args(argv)
     from sim.runner import REPO_ROOT, CocotbTestFailure, SimulationError
+    from sim.usage import UsageError
     out = Path(args.out) if args.out else REPO_ROOT / "build" / "bench" / f"muon-{args.cols}x{args.rows}"
+    try:
+        check_arguments(args.cols, args.rows, args.length, out)
+    except UsageError as error:
+        print(f"v4hw: error: bench muon: {error}", file=sys.stderr)
+        return 2
     plan = default_plan(quick=args.quick, seed=args.seed, length=args.length)
     print(f"v4hw bench muon: {args.cols}x{args.rows} mesh, {args.length}-flit packets "
           f"(build and sweep under Verilator)", flush=True)

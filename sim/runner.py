@@ -534,4 +534,8 @@ def run_cocotb(simulator, verilog, toplevel, test_module, *, config_name, testca
         raise waves_error
     if waves and not vcd.is_file():
         raise SimulationError(f"waves were asked for but {vcd} was not written")
+    if waves and os.environ.get("V4HW_WAVES_LOG"):
+        # `v4hw waves` asks which runs recorded waves (to tell a test that ran none).
+        with open(os.environ["V4HW_WAVES_LOG"], "a") as log:
+            log.write(f"{vcd}\n")
     return results

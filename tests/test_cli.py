@@ -51,16 +51,79 @@ def test_muon_bad_parameter(param, tmp_path, capsys):
     assert not (tmp_path / "x.v").exists()
 
 
-@pytest.mark.parametrize("argv", [["bench"], ["bench", "ma"]])
-def test_bench_names_a_known_bench(argv, capsys):
-    assert main(argv) == 2
-    assert "usage: v4hw bench muon" in capsys.readouterr().err
+# --- User errors: one line, exit status 2, before any slow work -------------------------------
+
+def _bad_command_lines(tmp):
+    plain_file = tmp / "plain"
+    plain_file.write_text("")
+    return [
+        [], ["frob"], ["verilog"], ["verilog", "zz", "-o", "x.v"],
+        ["verilog", "ma", "-o", str(tmp / "x.v"), "extra"],
+        ["verilog", "ma", "-o", str(tmp)],                          # a directory
+        ["verilog", "ma", "-o", "/proc/v4hw-x.v"],                  # cannot be created
+        ["verilog", "ma", "-o", str(plain_file / "x.v")],           # folder is a file
+        ["verilog", "ma", "--param", "P=3", "-o", "-"],
+        ["synth", "ma"], ["synth", "ma", "--target", "ecp5", "--param", "P=3"],
+        ["synth", "va", "--target", "zz"],
+        ["build", "va", "--board", "ulx3s-85f", "--freq", "90"], ["build", "ma"],
+        ["demo", "--frob"],
+        ["muon"], ["muon", "x"], ["muon", "analyze"],
+        ["muon", "analyze", str(tmp / "no-such-capture")],
+        ["bench"], ["bench", "ma"],
+        ["bench", "muon", "--cols", "0"], ["bench", "muon", "--rows", "17"],
+        ["bench", "muon", "--cols", "x"], ["bench", "muon", "--length", "1"],
+        ["bench", "muon", "--out", "/proc/v4hw-x"], ["bench", "muon", "--frob"],
+        ["regmap"], ["regmap", "zz", "--md"], ["regmap", "ma", "--md", "--c"],
+        ["waves"], ["waves", "tests/no_such_test.py"],
+    ]
 
 
-def test_bench_muon_bad_length(capsys):
-    """A bad packet length is refused before anything is built."""
-    assert main(["bench", "muon", "--length", "1", "--out", "unused"]) == 1
-    assert "2..16 flits" in capsys.readouterr().err
+def test_every_user_error_is_one_line_and_exit_2(tmp_path, capsys):
+    """Each subcommand fed bad arguments: one error line, status 2, nothing on standard
+    output (no build banner) and no file left behind; found before any elaboration, so
+    the whole list takes seconds."""
+    for argv in _bad_command_lines(tmp_path):
+        status = main(argv)
+        out, err = capsys.readouterr()
+        lines = err.strip().splitlines()
+        assert status == 2, (argv, status, err)
+        assert len(lines) == 1 and lines[0].startswith("v4hw: error: "), (argv, err)
+        assert out == "", (argv, out)
+        assert "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plain"]
+
+
+def test_waves_on_a_test_that_simulates_nothing_says_so(capsys):
+    assert main(["waves", "tests/test_cli.py::test_verilog_module_name_and_ports"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("v4hw: error: waves: ") and "no cocotb simulation" in err[-1]
+
+
+@pytest.mark.parametrize("argv", [
+    ["--help"], ["verilog", "--help"], ["synth", "--help"], ["build", "--help"],
+    ["demo", "--help"], ["waves", "--help"], ["regmap", "--help"],
+    ["muon", "--help"], ["muon", "analyze", "--help"],
+    ["bench", "--help"], ["bench", "muon", "--help"],
+])
+def test_help_at_every_level(argv, capsys):
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    prog = " ".join(["v4hw", *(word for word in argv if word != "--help")])
+    assert out.startswith(f"usage: {prog} "), out[:200]
+
+
+def test_verilog_to_standard_output(tmp_path, monkeypatch, capsys):
+    """``-o -`` writes the Verilog to standard output (no file named ``-``); the
+    progress line goes to standard error."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["verilog", "muon", "--param", "ROWS=1", "--param", "COLS=2",
+                 "-o", "-"]) == 0
+    out, err = capsys.readouterr()
+    assert re.search(r"^module v4hw_muon\(", out, re.MULTILINE) and out.rstrip().endswith(
+        "endmodule")
+    assert err.strip() == "v4hw: elaborating muon (BE_DEPTH=8, COLS=2, ROWS=1, RSV_DEPTH=4, " \
+        "SLOTS=8) ..."
+    assert list(tmp_path.iterdir()) == []
 
 
 # --- The block descriptors -----------------------------------------------------------------

@@ -48,7 +48,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In
 
 from .toolchain import require_iverilog, setup_environment
-from .waves import write_gtkw
+from .waves import block_groups, write_gtkw
 
 __all__ = [
     "SIMULATORS", "REPO_ROOT", "BUILD_ROOT", "WAIVERS", "TIMESCALE",
@@ -355,19 +355,9 @@ def _ports(verilog, toplevel):
     return sorted(names, key=lambda name: first.get(name, 2))
 
 
-def _block_groups(toplevel):
-    """The GTKWave groups of the block whose standalone top is module ``toplevel``
-    (:mod:`sim.blocks`), or ``None``."""
-    from sim.blocks import registry
-    for block in registry().values():
-        if block.verilog_name == toplevel:
-            return block.load_gtkw_groups()
-    return None
-
-
 def _write_waves(vcd, gtkw, groups, verilog, toplevel):
     if groups is None:
-        groups = _block_groups(toplevel)
+        groups = block_groups(toplevel)
     if groups is None:
         groups = [(f"{toplevel} ports", _ports(verilog, toplevel))]
     write_gtkw(vcd, gtkw, groups, top=toplevel)

@@ -14,6 +14,9 @@ A pattern is matched against a signal's path below the top scope: the scope name
 signal name joined with ``.``, e.g. ``count``, ``core.count``, ``core.inp__payload.op``.
 ``*`` and ``?`` do not cross a scope boundary (they do match a ``.`` inside a name),
 ``**`` does; ``[...]`` is a character class. Bit ranges are not part of the path.
+
+Each block's groups are named by its descriptor (:mod:`sim.blocks`); :func:`block_groups`
+finds them from the Verilog module name of a standalone top.
 """
 
 import difflib
@@ -23,7 +26,7 @@ from pathlib import Path
 
 from vcd.gtkw import GTKWSave
 
-__all__ = ["VcdSignal", "read_vcd_signals", "match_signals", "write_gtkw"]
+__all__ = ["VcdSignal", "read_vcd_signals", "match_signals", "write_gtkw", "block_groups"]
 
 
 @dataclass(frozen=True)
@@ -177,3 +180,13 @@ def write_gtkw(vcd_path, gtkw_path, groups, *, top=None):
                     save.trace(signal.gtkw_name, alias=alias if signal.width == 1 else
                                f"{alias}{signal.bits}")
     return gtkw_path
+
+
+def block_groups(toplevel):
+    """The GTKWave groups of the block whose standalone top is Verilog module
+    ``toplevel`` (its descriptor in :mod:`sim.blocks`), or ``None`` for another module."""
+    from sim.blocks import registry
+    for block in registry().values():
+        if block.verilog_name == toplevel:
+            return block.load_gtkw_groups()
+    return None

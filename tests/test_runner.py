@@ -23,7 +23,7 @@ from sim.runner import (
 )
 from sim.seed import test_seed
 from sim.toolchain import setup_environment
-from sim.waves import match_signals, read_vcd_signals, write_gtkw
+from sim.waves import block_groups, match_signals, read_vcd_signals, write_gtkw
 
 TB = "tests.runner_smoke_tb"
 TOP = "smoke_counter"
@@ -145,8 +145,8 @@ def test_ap_top_ports(verilog):
 def test_default_waves_groups_come_from_the_block_descriptors():
     from sim.blocks import registry
     for block in registry().values():
-        assert sim_runner._block_groups(block.verilog_name) == block.load_gtkw_groups()
-    assert sim_runner._block_groups(TOP) is None        # any other top: its ports
+        assert block_groups(block.verilog_name) == block.load_gtkw_groups()
+    assert block_groups(TOP) is None        # any other top: the runner shows its ports
 
 
 def test_ap_top_rejects():

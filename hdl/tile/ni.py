@@ -195,11 +195,17 @@ class RequesterNi(wiring.Component):
         chunk = Signal(range(MAX_PIECE + 1))
         m.d.comb += [piece.eq(Mux(rd_left < p["rd_piece"], rd_left, p["rd_piece"])),
                      chunk.eq(Mux(wr_left < p["wr_chunk"], wr_left, p["wr_chunk"]))]
+        prefer_write = Signal()        # round robin between the two paths
+        write_ready = Signal()         # a chunk's words are all in
         can_read = Signal()
         can_write = Signal()
         m.d.comb += [
-            can_read.eq(rd_active & (p["rd_buffer"] - reserved >= piece) & (credits != 0)),
-            can_write.eq(wr_active & (wr_fifo.level >= chunk) & (credits >= chunk + 1)),
+            write_ready.eq(wr_active & (wr_fifo.level >= chunk)),
+            can_write.eq(write_ready & (credits >= chunk + 1)),
+            # A chunk whose turn it is waits for its credits with no read spending them,
+            # so a stream of reads never starves the writes.
+            can_read.eq(rd_active & (p["rd_buffer"] - reserved >= piece) & (credits != 0)
+                        & ~(prefer_write & write_ready)),
         ]
 
         layout = flit_layout(self.flit_data_bits)
@@ -208,7 +214,6 @@ class RequesterNi(wiring.Component):
         body = body_view(flit, WriteBodyLayout(dw))
         m.d.comb += [self.inject.payload.eq(flit), flit.vc.eq(MuonVc.BEST_EFFORT)]
         (x, y), (mx, my) = self.node, self.mem_node
-        prefer_write = Signal()        # round robin between the two paths
         body_left = Signal(range(MAX_PIECE + 1))
         chunk_last = Signal()
         send = self.inject.valid & self.inject.ready

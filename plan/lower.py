@@ -1,0 +1,305 @@
+"""Lowering the op program of a layer (:mod:`golden.program`) into a CircuitFlow graph.
+
+One IR node per program command, in program order:
+
+- a :class:`golden.program.MaCmd` becomes an op of ``op_type`` ``gemm``, ``tile_shape``
+  ``(m, k, n)``, precision its mode's (``bf16`` or ``int8``), inputs A and B (and C when
+  it accumulates), output C;
+- a :class:`golden.program.VaCmd` becomes an op of the VA's ``op_type`` for its opcode
+  (:data:`VA_OP_TYPES`), ``tile_shape`` ``(repeat, length)`` (``(rows, index_limit,
+  length)`` for GATHER_CSR, which carries its CSR ``sparsity_mask``: row pointers at
+  SRC2, column indices at SRC3), inputs the tensors of SRC, SRC2, SRC3, outputs those of
+  DST, DST2.
+
+Each node's ``traffic`` is the bytes its command moves (:func:`va_traffic`,
+:func:`ma_traffic`: from the command's shape, ``length`` and ``repeat``, with the element
+sizes of its tensors), and its ``latency_bound`` the cycles the machine's latency model
+gives it: the bound a planned command is held to. Every tensor a command touches is an
+``ordered`` tensor of the graph, so the STDG keeps the program's order of reads and
+writes of each tensor (RAW, WAR, WAW; :meth:`plan.ir.Graph.edges`), as memory does under
+the sequential program. Tensor names outside the IR's alphabet have ``#`` (and any other
+such character) replaced by ``-``.
+
+A decode step's commands become :class:`plan.ir.DecodeOp` of token ``t`` (stage zero
+``decode_token_<t>_start``), a prefill's :class:`plan.ir.PrefillOp` (``prefill_start``);
+every access has dependency offset 0 from the stage's zero (the state and the inputs are
+in memory when the stage starts). The programs of a preset's layers are generated with
+independent inputs (:func:`golden.program.decode_steps`), so nothing in their tensors
+links layer i to layer i + 1: a :class:`plan.ir.BarrierOp` between the layers stands for
+that dependence (layer i + 1 reads layer i's output).
+
+:func:`machine_for` is the planner's machine for a program's
+:class:`golden.program.BlockConfig`: the MA's model is :class:`plan.machine.MaLatency`
+with the configuration's P, bus width and memory latency; the VA's is
+:class:`plan.machine.LinearLatency`, a placeholder until a VA latency model is fitted
+(:data:`VA_MODEL_NOTE`).
+"""
+
+import re
+from dataclasses import replace
+
+from golden.program import BlockConfig, MaCmd, VaCmd, decode_steps
+from golden.va import ProposedVaOpcode
+from spec.codes import MaMode, VaOpcode
+
+from .errors import IRError
+from .ir import BarrierOp, DecodeOp, Dependency, Graph, PrefillOp, SparsityMask, Tensor
+from .machine import LinearLatency, Machine, MaLatency
+
+__all__ = ["VA_OP_TYPES", "VA_MODEL_NOTE", "DTYPE_NAMES", "machine_for", "va_traffic",
+           "ma_traffic", "lower_program", "lower_programs", "lower_decode", "lower_prefill",
+           "prefill_programs", "ir_name"]
+
+P = ProposedVaOpcode
+# The IR's op_type (plan.machine.OP_BLOCKS) of every VA opcode a program may issue.
+VA_OP_TYPES = {
+    VaOpcode.GATHER: "gather", VaOpcode.GATHER_IDX: "gather", VaOpcode.GATHER_CSR: "gather",
+    VaOpcode.SCATTER: "scatter", VaOpcode.SCATTER_IDX: "scatter",
+    VaOpcode.QUANTIZE: "quantize", VaOpcode.DEQUANTIZE: "dequantize",
+    P.DEQUANTIZE_MEM: "dequantize",
+    VaOpcode.ADD: "elementwise", VaOpcode.MUL: "elementwise", VaOpcode.SCALE: "elementwise",
+    VaOpcode.CLAMP: "elementwise", P.ADD_MEM: "elementwise", P.MUL_MEM: "elementwise",
+    P.CVT_F32: "elementwise",
+    VaOpcode.SILU: "activation", VaOpcode.EXP: "activation", VaOpcode.SOFTPLUS: "activation",
+    VaOpcode.SQRT: "activation", P.RECIP: "activation",
+    VaOpcode.RMSNORM: "norm", VaOpcode.ROPE: "rope", VaOpcode.SOFTMAX: "softmax",
+    VaOpcode.SUM: "reduce", VaOpcode.MAX: "reduce",
+    VaOpcode.TOPK: "topk", P.TOPK_WIDE: "topk",
+}
+_INT8_VA = frozenset({VaOpcode.QUANTIZE, VaOpcode.DEQUANTIZE, P.DEQUANTIZE_MEM})
+# golden.program dtypes -> plan.ir dtypes
+DTYPE_NAMES = {"bf16": "bf16", "binary32": "fp32", "int8": "int8", "int32": "int32"}
+VA_MODEL_NOTE = ("VA cycles: plan.machine.LinearLatency (16 + bytes / 16 a command), a "
+                 "placeholder until a VA latency model is fitted on the RTL")
+_BAD = re.compile(r"[^A-Za-z0-9_.\-]")
+
+
+def ir_name(name):
+    """A program tensor's name in the IR's alphabet (``#`` and other characters -> ``-``)."""
+    out = _BAD.sub("-", name)
+    return out if re.match(r"[A-Za-z_]", out) else "_" + out
+
+
+def machine_for(config=None, **kwargs):
+    """The planner's :class:`plan.machine.Machine` for a :class:`BlockConfig`: the MA's
+    model from its ``p``, ``bus_bits`` and memory ``latency``; the VA's and the
+    cache-migrate engine's :class:`LinearLatency` placeholders (``kwargs`` go to
+    Machine)."""
+    cfg = config or BlockConfig()
+    models = {"ma": MaLatency(p=cfg.p, data_width=cfg.bus_bits, memory_latency=cfg.latency),
+              "va": LinearLatency("va"), "cme": LinearLatency("cme", setup=8)}
+    return Machine(models=models, **kwargs)
+
+
+def _opcode(cmd):
+    try:
+        return VaOpcode(cmd.op)
+    except ValueError:
+        try:
+            return ProposedVaOpcode(cmd.op)
+        except ValueError:
+            raise IRError(f"VA opcode {cmd.op} is not a VA command") from None
+
+
+def va_traffic(cmd, tensors):
+    """``(bytes read, bytes written)`` of VA command ``cmd`` over all its repetitions,
+    from its opcode, ``length`` (and ``k``) and its tensors' element sizes (the gather
+    family's element is the source tensor's)."""
+    op, n = _opcode(cmd), cmd.length
+    es = tensors[cmd.src.tensor].itemsize if cmd.src is not None else 2
+    if op in (VaOpcode.GATHER, VaOpcode.SCATTER):
+        rd, wr = n * es, n * es
+    elif op in (VaOpcode.GATHER_IDX, VaOpcode.SCATTER_IDX):
+        rd, wr = 4 * n + n * es, n * es
+    elif op == VaOpcode.GATHER_CSR:
+        rd, wr = 4 * (_csr_rows(cmd) + 1) + 4 * n + n * es, n * es
+    elif op == VaOpcode.QUANTIZE:
+        rd, wr = 2 * n, n + 4
+    elif op == VaOpcode.DEQUANTIZE:
+        rd, wr = 4 * n, 2 * n
+    elif op == P.DEQUANTIZE_MEM:
+        rd, wr = 4 * n + 4, 2 * n
+    elif op in (VaOpcode.ADD, VaOpcode.MUL, VaOpcode.RMSNORM):
+        rd, wr = 4 * n, 2 * n
+    elif op == VaOpcode.ROPE:
+        rd, wr = 2 * n + n + n, 2 * n          # x, and cos / sin of n/2 elements each
+    elif op == VaOpcode.SUM:
+        rd, wr = 2 * n, 4
+    elif op == VaOpcode.MAX:
+        rd, wr = 2 * n, 2
+    elif op in (VaOpcode.TOPK, P.TOPK_WIDE):
+        rd, wr = 2 * n, 6 * cmd.k                # bf16 values, int32 indices
+    elif op == P.CVT_F32:
+        rd, wr = 4 * n, 2 * n
+    elif op in (P.MUL_MEM, P.ADD_MEM):
+        rd, wr = 2 * n + 2, 2 * n
+    else:                                        # SCALE, SILU, EXP, SOFTMAX, CLAMP, ...
+        rd, wr = 2 * n, 2 * n
+    return rd * cmd.repeat, wr * cmd.repeat
+
+
+def ma_traffic(cmd, tensors):
+    """``(bytes read, bytes written)`` of MA command ``cmd``: A (M×K), B (K×N), C (M×N)
+    read too when it accumulates, C written."""
+    ea = tensors[cmd.a.tensor].itemsize
+    eb = tensors[cmd.b.tensor].itemsize
+    ec = tensors[cmd.c.tensor].itemsize
+    c = cmd.m * cmd.n * ec
+    return cmd.m * cmd.k * ea + cmd.k * cmd.n * eb + (c if cmd.accumulate else 0), c
+
+
+def _csr_rows(cmd):
+    rows = getattr(cmd, "rows", None)
+    if rows is None:
+        raise IRError("a GATHER_CSR command needs its ROWS register (the program's VaCmd "
+                      "has none)")
+    return rows
+
+
+def _unique(names):
+    return tuple(dict.fromkeys(names))
+
+
+def _node(cmd, tensors, rename):
+    """(op_type, inputs, outputs, precision, tile_shape, sparsity_mask, traffic)."""
+    if isinstance(cmd, MaCmd):
+        mode = MaMode(cmd.mode)
+        reads = [cmd.a.tensor, cmd.b.tensor] + ([cmd.c.tensor] if cmd.accumulate else [])
+        return ("gemm", _unique(map(rename, reads)), (rename(cmd.c.tensor),),
+                "bf16" if mode is MaMode.BF16 else "int8", (cmd.m, cmd.k, cmd.n), None,
+                ma_traffic(cmd, tensors))
+    if not isinstance(cmd, VaCmd):
+        raise IRError(f"a program command must be a VaCmd or an MaCmd, not "
+                      f"{type(cmd).__name__}")
+    op = _opcode(cmd)
+    if op not in VA_OP_TYPES:
+        raise IRError(f"VA opcode {op.name} has no op_type in the IR")
+    reads = [o.tensor for o in (cmd.src, cmd.src2, cmd.src3) if o is not None]
+    writes = [o.tensor for o in (cmd.dst, cmd.dst2) if o is not None]
+    shape, mask = (cmd.repeat, cmd.length), None
+    if op == VaOpcode.GATHER_CSR:
+        if cmd.src2 is None or cmd.src3 is None:
+            raise IRError("a GATHER_CSR command needs its row pointers (SRC2) and column "
+                          "indices (SRC3)")
+        shape = (_csr_rows(cmd), cmd.index_limit, cmd.length)
+        mask = SparsityMask("csr", shape[:2], (rename(cmd.src2.tensor), rename(cmd.src3.tensor)))
+    return (VA_OP_TYPES[op], _unique(map(rename, reads)), _unique(map(rename, writes)),
+            "int8" if op in _INT8_VA else "bf16", shape, mask, va_traffic(cmd, tensors))
+
+
+def lower_program(program, machine, *, phase="decode", token=0, prefix=""):
+    """The nodes of ``program``'s commands and the tensors they touch: ``(tensors, ops)``,
+    ``tensors`` a dict name -> :class:`plan.ir.Tensor` (``ordered``), ``ops`` in program
+    order, named ``<prefix>c<index>.<opcode>``. ``phase`` "decode" (a
+    :class:`DecodeOp` of ``token``) or "prefill"; ``machine`` gives the bounds."""
+    if phase not in ("decode", "prefill"):
+        raise ValueError(f"phase must be 'decode' or 'prefill', not {phase!r}")
+    names = {}
+
+    def rename(name):
+        if name not in names:
+            if name not in program.tensors:
+                raise IRError(f"a command names tensor {name!r}, which the program does not "
+                              "declare")
+            names[name] = prefix + ir_name(name)
+        return names[name]
+
+    cls, extra = (DecodeOp, {"token": token}) if phase == "decode" else (PrefillOp, {})
+    ops = []
+    width = len(str(max(len(program.commands) - 1, 0)))
+    for i, cmd in enumerate(program.commands):
+        op_type, ins, outs, precision, shape, mask, traffic = _node(cmd, program.tensors, rename)
+        deps = tuple(Dependency(t, "read", 0) for t in ins) + tuple(
+            Dependency(t, "write", 0) for t in outs)
+        ops.append(cls(name=f"{prefix}c{i:0{width}d}.{cmd.opname.lower()}", op_type=op_type,
+                       inputs=ins, outputs=outs, precision=precision, tile_shape=shape,
+                       latency_bound=1, dependency=deps, sparsity_mask=mask,
+                       traffic=traffic, **extra))
+    if len(set(names.values())) != len(names):
+        raise IRError("two program tensors have the same IR name after renaming")
+    tensors = {}
+    for old, new in names.items():
+        t = program.tensors[old]
+        tensors[new] = Tensor(new, tuple(int(s) for s in t.shape), DTYPE_NAMES[t.dtype],
+                              ordered=True)
+    probe = Graph(tuple(tensors.values()), ())
+    ops = [replace(op, latency_bound=machine.cycles(op, probe)) for op in ops]
+    return tensors, ops
+
+
+def lower_programs(programs, machine, *, phase="decode", token=0, prefixes=None):
+    """One graph of ``programs`` (a preset's layers, in order) with a :class:`BarrierOp`
+    between consecutive programs (layer i + 1 reads layer i's output). Tensors of the
+    same name in two programs are one tensor (the programs share a memory). ``prefixes``:
+    one per program, prepended to its op and tensor names (default ``l<i>.`` for ops,
+    none for tensors)."""
+    tensors, ops = {}, []
+    for i, prog in enumerate(programs):
+        tprefix = "" if prefixes is None else prefixes[i]
+        if i:
+            ops.append(BarrierOp(name=f"{tprefix}layer{i}.barrier"))
+        ts, layer_ops = lower_program(prog, machine, phase=phase, token=token, prefix=tprefix)
+        for name, t in ts.items():
+            if tensors.setdefault(name, t) != t:
+                raise IRError(f"tensor {name} has two shapes in the programs")
+        if prefixes is None:     # op names still need the layer, tensor names have it
+            layer_ops = [replace(op, name=f"l{i}.{op.name}") for op in layer_ops]
+        ops.extend(layer_ops)
+    stage = f"decode_token_{token}_start" if phase == "decode" else "prefill_start"
+    return Graph(tuple(tensors.values()), tuple(ops), {stage: 0})
+
+
+def lower_decode(preset, position=None, config=None, mode="bf16", machine=None):
+    """One decode step of tile preset ``preset`` (every layer,
+    :func:`golden.program.decode_steps`) as a graph of :class:`DecodeOp` of token
+    ``position`` (the preset's by default); returns ``(graph, machine)``."""
+    from golden.presets.tile import PRESETS
+
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; expected one of {sorted(PRESETS)}")
+    cfg = config or BlockConfig()
+    machine = machine or machine_for(cfg)
+    t = PRESETS[preset].position if position is None else position
+    steps = decode_steps(preset, t, cfg, mode)
+    return lower_programs([step for _, step in steps], machine, token=t), machine
+
+
+def prefill_programs(preset, tokens, config=None, mode="bf16"):
+    """The prefill of ``tokens`` tokens of every layer of tile preset ``preset`` (random
+    inputs, the preset's seed), each layer a program of its own builder."""
+    import numpy as np
+
+    from golden.presets.tile import PRESETS
+    from golden.program_dsv4 import dsv4_layer_prefill
+    from golden.program_notes import notes_prefill
+
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; expected one of {sorted(PRESETS)}")
+    if tokens < 1:
+        raise ValueError(f"a prefill needs at least 1 token, not {tokens}")
+    pre = PRESETS[preset]
+    cfg, c = config or BlockConfig(), pre.config
+    rng = np.random.default_rng(pre.seed)
+    programs = []
+    for layer in pre.model().layers:
+        if pre.kind == "deepseek-v4":
+            streams = rng.standard_normal((tokens, c.hc_mult, c.hidden_size))
+            ids = rng.integers(c.vocab_size, size=tokens)
+            prog, _ = dsv4_layer_prefill(layer, streams, ids, cfg)
+        else:
+            prog, _ = notes_prefill(layer, rng.standard_normal((tokens, c.hidden_size)), cfg,
+                                    mode)
+        programs.append(prog)
+    return programs
+
+
+def lower_prefill(preset, tokens, config=None, mode="bf16", machine=None):
+    """The prefill of ``tokens`` tokens of tile preset ``preset`` as a graph of
+    :class:`PrefillOp` (each layer's tensors prefixed ``l<i>.``: the layers' programs
+    are made in separate memories); returns ``(graph, machine)``."""
+    cfg = config or BlockConfig()
+    machine = machine or machine_for(cfg)
+    programs = prefill_programs(preset, tokens, cfg, mode)
+    graph = lower_programs(programs, machine, phase="prefill",
+                           prefixes=[f"l{i}." for i in range(len(programs))])
+    return graph, machine

@@ -1,5 +1,6 @@
-"""``plan.cli_main(argv)``: plan a CircuitFlow graph from a JSON file, or a synthetic one,
-and print the schedule. Every user error is one line on stderr and exit status 2."""
+"""``plan.cli_main(argv)``: plan a CircuitFlow graph from a JSON file, a synthetic one, or
+one decode step of a tile preset lowered from its op program (:mod:`plan.lower`), and
+print the schedule. Every user error is one line on stderr and exit status 2."""
 
 import argparse
 import random
@@ -9,7 +10,8 @@ import time
 from .dstp import DEFAULT_MAX_CYCLES, plan
 from .errors import IRError
 from .gantt import write_gantt
-from .ir import graph_from_json
+from .ir import BarrierOp, graph_from_json
+from .lower import VA_MODEL_NOTE, lower_decode
 from .machine import Machine
 from .synthetic import random_graph
 
@@ -21,6 +23,9 @@ def add_arguments(parser):
     source.add_argument("graph", nargs="?", help="a CircuitFlow graph (JSON, graph_to_json)")
     source.add_argument("--synthetic", type=int, metavar="N",
                         help="plan a random graph of N ops instead")
+    source.add_argument("--preset", choices=("deepseek-v4", "notes"),
+                        help="lower one decode step of this tile preset (every layer, at "
+                        "its decode position) from its op program and plan it")
     parser.add_argument("--seed", type=int, default=0, help="seed of --synthetic (default 0)")
     parser.add_argument("--barriers", type=int, default=0, help="barriers in --synthetic")
     parser.add_argument("--max-cycles", type=int, default=DEFAULT_MAX_CYCLES,
@@ -34,7 +39,16 @@ def add_arguments(parser):
 def run(args, out=None):
     """Plan as ``args`` say; raises ValueError / OSError on a user error."""
     out = sys.stdout if out is None else out
-    if args.synthetic is not None:
+    machine = Machine()
+    if args.preset is not None:
+        graph, machine = lower_decode(args.preset)
+        stage = graph.stages[0][0]
+        nodes = sum(1 for op in graph.ops if not isinstance(op, BarrierOp))
+        layers = 1 + sum(1 for op in graph.ops if isinstance(op, BarrierOp))
+        out.write(f"preset {args.preset}: one decode step ({stage}), {layers} layer(s), "
+                  f"{nodes} commands as {nodes} ops"
+                  + (", a barrier between consecutive layers\n" if layers > 1 else "\n"))
+    elif args.synthetic is not None:
         if args.synthetic < 1:
             raise ValueError("--synthetic needs at least 1 op")
         graph = random_graph(random.Random(args.seed), args.synthetic, barriers=args.barriers)
@@ -42,12 +56,18 @@ def run(args, out=None):
         with open(args.graph, encoding="utf-8") as f:
             graph = graph_from_json(f.read())
     began = time.perf_counter()
-    machine = Machine()
     result = plan(graph, machine, max_cycles=args.max_cycles)
     took = time.perf_counter() - began
     out.write(result.summary() + "\n" if args.quiet else result.table())
     ops = sum(1 for e in result.entries if e.block is not None)
     out.write(f"planned {ops} ops in {took:.3f} s\n")
+    if args.preset is not None:
+        out.write(f"makespan / larger lower bound = {result.makespan} / "
+                  f"{result.lower_bound} = {result.makespan / result.lower_bound:.3f}\n")
+        ma = machine.models["ma"]
+        out.write(f"MA cycles: golden/ma_latency.py (P={ma.p}, bus {ma.data_width} bits, "
+                  f"memory latency {ma.memory_latency} cycles, operands taken as dense); "
+                  f"{VA_MODEL_NOTE}\n")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             f.write(result.to_json(graph))

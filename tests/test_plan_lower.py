@@ -6,6 +6,11 @@ every planner invariant (tests/test_plan_dstp.verify), finishes each command bef
 later command that conflicts with it starts, and is the same plan bit for bit when
 planned again."""
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -27,6 +32,7 @@ from spec.codes import MaMode, VaOpcode
 from tests.test_plan_dstp import verify
 
 PRESETS = ("notes", "deepseek-v4")
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module", params=PRESETS)
@@ -257,3 +263,17 @@ def test_cli_plans_a_preset(capsys):
     assert "LinearLatency" in lines[-1] and "placeholder" in lines[-1]
     assert np.all([line.split()[0] in {op.name for op in graph.ops}
                    for line in lines[2:2 + len(graph.ops)]])
+
+
+def test_preset_plan_is_the_same_across_processes(tmp_path):
+    """Lowering and planning in two interpreters with other hash seeds: the same bytes."""
+    texts = set()
+    for hash_seed in ("1", "2"):
+        out = tmp_path / f"plan{hash_seed}.json"
+        subprocess.run([sys.executable, "-m", "plan", "--preset", "notes", "--json", str(out),
+                        "--quiet"], cwd=ROOT, check=True, capture_output=True,
+                       env=os.environ | {"PYTHONHASHSEED": hash_seed})
+        texts.add(out.read_text())
+    assert len(texts) == 1
+    graph = lower_decode("notes")[0]
+    assert next(iter(texts)) == plan(graph, machine_for()).to_json(graph)

@@ -441,7 +441,7 @@ def test_reads_do_not_starve_writes():
     mem = {0x1000 + i: (i * 37) & 0xFF for i in range(REGION)}
     memory = _Memory(dut.mc.mem, random.Random(0), mem, latency=(10, 10), ready=1.0)
     port = dut.nis[0].port
-    reader = _Streamer(port, "read", 48, 16, dict(mem))
+    reader = _Streamer(port, "read", 24, 16, dict(mem))
     writer = _Streamer(port, "write", 8, 16, dict(mem), base=0x1400)
     for streamer in (reader, writer):
         streamer.now = dut.now

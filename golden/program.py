@@ -2,7 +2,8 @@
 
 A :class:`Program` is a flat memory (every tensor at a byte address, 64-byte aligned) and
 a list of commands, each a frozen dataclass: :class:`VaCmd` (one VA opcode of
-:class:`spec.codes.VaOpcode` or :class:`golden.va.ProposedVaOpcode`, issued ``repeat``
+:class:`spec.codes.VaOpcode`, the proposed ones of :data:`golden.va.PROPOSED_OPCODES`
+included), issued ``repeat``
 times with its operands advanced by fixed steps) or :class:`MaCmd` (one MA GEMM, shapes
 within the MA's 1..128, operands with row strides). :func:`run` executes the list on a
 fresh memory image with the golden blocks (:func:`golden.va.execute_proposed`,
@@ -152,10 +153,7 @@ class MaCmd:
 
 
 def _opname(op):
-    try:
-        return VaOpcode(op).name
-    except ValueError:
-        return va.ProposedVaOpcode(op).name
+    return VaOpcode(op).name
 
 
 @dataclass(frozen=True)
@@ -399,7 +397,7 @@ class _Layer:
         if mode == "bf16":
             acc = b.tensor(f"{out}.acc", (m, n), "binary32")
             b.gemm(MaMode.BF16, Operand(x), Operand(wt), Operand(acc), m, k, n, k, n, n, stage=stage)
-            b.elementwise(va.ProposedVaOpcode.CVT_F32, acc, out, stage=stage)
+            b.elementwise(VaOpcode.CVT_F32, acc, out, stage=stage)
             return out
         if x not in self._quant:
             q, s = b.tensor(f"{x}.q8", (m, k), "int8"), b.tensor(f"{x}.qs", (m,), "binary32")
@@ -409,7 +407,7 @@ class _Layer:
         q, s = self._quant[x]
         acc = b.tensor(f"{out}.acc", (m, n), "int32")
         b.gemm(MaMode.INT8, Operand(q), Operand(wt), Operand(acc), m, k, n, k, n, n, stage=stage)
-        b.va(va.ProposedVaOpcode.DEQUANTIZE_MEM, n, src=Operand(acc, 0, n), src2=Operand(s, 0, 1),
+        b.va(VaOpcode.DEQUANTIZE_MEM, n, src=Operand(acc, 0, n), src2=Operand(s, 0, 1),
              dst=Operand(out, 0, n), scalar=sw, repeat=m, stage=stage)
         return out
 

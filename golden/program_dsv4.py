@@ -28,7 +28,7 @@ from .program import BlockConfig, Builder, Operand, Program, _Layer, to_bf16
 __all__ = ["dsv4_layer_prefill", "dsv4_decode_step", "dsv4_state", "Dsv4State", "CompressorState"]
 
 P = VaOpcode
-X = va.ProposedVaOpcode
+X = VaOpcode
 NEG_INF = 0xFF80
 
 

@@ -9,13 +9,12 @@ import numpy as np
 
 from spec.codes import MaMode, VaOpcode
 
-from . import va
 from .program import BlockConfig, Builder, Operand, Program, _Layer, to_bf16
 
 __all__ = ["notes_prefill", "notes_stage_bits", "notes_state", "notes_decode_step", "NotesState"]
 
 P = VaOpcode
-X = va.ProposedVaOpcode
+X = VaOpcode
 
 
 @dataclass(frozen=True)

@@ -137,7 +137,8 @@ __all__ = [
     "sum_bf16", "max_bf16", "topk_bf16", "softmax_bf16", "rmsnorm_bf16", "rope_bf16",
     "quantize_bf16", "dequantize_int32", "bf16_ulp_distance",
     "VaCommand", "MemoryWindow", "execute",
-    "ProposedVaOpcode", "PROPOSED_CONTRACTS", "recip_bf16", "mul_mem_bf16", "add_mem_bf16",
+    "PROPOSED_OPCODES", "ProposedVaOpcode", "PROPOSED_CONTRACTS",
+    "recip_bf16", "mul_mem_bf16", "add_mem_bf16",
     "dequantize_mem_int32", "execute_proposed",
 ]
 
@@ -587,6 +588,8 @@ def _shape_ok(cmd):
         op = VaOpcode(cmd.op)
     except ValueError:
         return False
+    if op in PROPOSED_OPCODES:      # golden only (execute_proposed): the VA refuses them
+        return False
     if not 1 <= cmd.length <= MAX_LENGTH:
         return False
     if op in (VaOpcode.GATHER, VaOpcode.SCATTER, VaOpcode.GATHER_IDX, VaOpcode.SCATTER_IDX,
@@ -667,8 +670,8 @@ def execute(cmd, mem, lanes=32):
     """Run ``cmd`` on ``mem`` (a flat ``uint8`` array, physical address = index).
 
     Returns ``(ErrorCode, err_addr)``. On an error ``mem`` is unchanged. Checks, in order:
-    BAD_COMMAND (opcode, length, k, element size, odd RoPE length, a CLAMP bound NaN
-    or ``lo > hi``; a range reaching 2**48), MISALIGNED (an address or stride not a
+    BAD_COMMAND (opcode, a proposed one included, length, k, element size, odd RoPE
+    length, a CLAMP bound NaN or ``lo > hi``; a range reaching 2**48), MISALIGNED (an address or stride not a
     multiple of its element size, then the indexed forms' base and the CSR row stride;
     ERR_ADDR = that register's value), then the indexed forms' data: BAD_COMMAND for the
     CSR source matrix reaching 2**48 (ERR_ADDR = SRC), a CSR row pointer sequence not
@@ -767,43 +770,43 @@ def _run(cmd, mem, lanes, addrs):
 
 # ---------------------------------------------------------------------------------------
 # Proposed commands: what the layer program (golden/program.py) needs and no VA command
-# does today. Opcode values follow SQRT = 21; they are not in spec.codes.VaOpcode yet
-# (the RTL does not decode them), so :func:`execute` refuses them and
+# does today. Their opcodes follow SQRT = 21 in spec.codes.VaOpcode; the RTL does not run
+# them (it refuses them as BAD_COMMAND, and so does :func:`execute`), and
 # :func:`execute_proposed` runs them. Each contract is on its member below; registers as
 # in :class:`VaCommand` (LENGTH elements, byte addresses, SCALAR).
 
-class ProposedVaOpcode(IntEnum):
-    """Proposed VA commands (golden definitions; no RTL yet)."""
-    RECIP = 22           # dst[i] = bf16(recip_f32(bf16_in(src[i]))); bf16 → bf16
-    CVT_F32 = 23         # dst[i] = f32_to_bf16(src[i]); src binary32 (4-byte aligned), dst bf16
-    MUL_MEM = 24         # dst[i] = bf16(src[i] · s), s = the bf16 at SRC2 (one element)
-    ADD_MEM = 25         # dst[i] = bf16(src[i] + s), s = the bf16 at SRC2 (one element)
-    DEQUANTIZE_MEM = 26  # dst[i] = bf16(f32(int32 src[i]) · f32_mul(S, SCALAR)), S binary32 at SRC2
-    TOPK_WIDE = 27       # TOP-K with 1 <= K <= LENGTH (values at DST, int32 indices at DST2)
+PROPOSED_OPCODES = (VaOpcode.RECIP, VaOpcode.CVT_F32, VaOpcode.MUL_MEM, VaOpcode.ADD_MEM,
+                    VaOpcode.DEQUANTIZE_MEM, VaOpcode.TOPK_WIDE)
+"""The proposed commands (values 22..27 of :class:`spec.codes.VaOpcode`): golden
+definitions below, no RTL yet."""
+
+ProposedVaOpcode = IntEnum("ProposedVaOpcode", [(op.name, int(op)) for op in PROPOSED_OPCODES])
+"""The same opcodes as an enum of their own, derived from :data:`PROPOSED_OPCODES` (for
+users that name them apart from the RTL's; its members equal the VaOpcode ones)."""
 
 
 PROPOSED_CONTRACTS = {
-    ProposedVaOpcode.RECIP: (
+    VaOpcode.RECIP: (
         "RECIP: for i < LENGTH, dst[i] = f32_to_bf16(recip_f32(bf16_in(src[i]))) (bf16 in "
         "and out, the reciprocal unit of SOFTMAX / RMSNORM; <= 1 bf16 ulp; 1/±0 = ±inf, "
         "1/±inf = ±0, NaN canonical). SRC, DST 2-byte aligned."),
-    ProposedVaOpcode.CVT_F32: (
+    VaOpcode.CVT_F32: (
         "CVT_F32: dst[i] = f32_to_bf16(src[i]) for i < LENGTH: binary32 at SRC (4-byte "
         "aligned, LENGTH·4 bytes) to bf16 at DST, nearest even, subnormal binary32 read as "
         "signed zero, NaN 0x7FC0 (the VA's write rounding). The conversion of every MA "
         "binary32 result and every SUM output."),
-    ProposedVaOpcode.MUL_MEM: (
+    VaOpcode.MUL_MEM: (
         "MUL_MEM: s = the bf16 at SRC2 (2 bytes, read once per command); dst[i] = "
         "bf16(src[i] · s), the product exact in binary32 then one rounding (as SCALE, the "
         "scalar from memory instead of the SCALAR register)."),
-    ProposedVaOpcode.ADD_MEM: (
+    VaOpcode.ADD_MEM: (
         "ADD_MEM: s = the bf16 at SRC2; dst[i] = f32_to_bf16(f32_add(bf16_in(src[i]), "
         "bf16_in(s))) (as ADD with a broadcast second operand)."),
-    ProposedVaOpcode.DEQUANTIZE_MEM: (
+    VaOpcode.DEQUANTIZE_MEM: (
         "DEQUANTIZE_MEM: S = the binary32 at SRC2 (4-byte aligned; a row scale QUANTIZE "
         "wrote), t = f32_mul(S, SCALAR); dst[i] = f32_to_bf16(f32_mul(f32(int32 src[i]), "
         "t)) (DEQUANTIZE with the scale product of a row and a weight scale)."),
-    ProposedVaOpcode.TOPK_WIDE: (
+    VaOpcode.TOPK_WIDE: (
         "TOPK_WIDE: as TOPK (by value, -0 == +0, NaN below everything, ties to the lowest "
         "index; values as the input bits) with 1 <= K <= LENGTH; K values at DST (bf16), "
         "K int32 indices at DST2. Equal to repeated TOP-K(8) passes where each pass "
@@ -829,27 +832,26 @@ def dequantize_mem_int32(v, row_scale_bits, scale_bits):
 
 
 def _proposed_ranges(cmd):
-    op, n = ProposedVaOpcode(cmd.op), cmd.length
-    if op == ProposedVaOpcode.CVT_F32:
+    op, n = VaOpcode(cmd.op), cmd.length
+    if op == VaOpcode.CVT_F32:
         return [(cmd.src, 4 * n, 4), (cmd.dst, 2 * n, 2)]
-    if op in (ProposedVaOpcode.MUL_MEM, ProposedVaOpcode.ADD_MEM):
+    if op in (VaOpcode.MUL_MEM, VaOpcode.ADD_MEM):
         return [(cmd.src, 2 * n, 2), (cmd.src2, 2, 2), (cmd.dst, 2 * n, 2)]
-    if op == ProposedVaOpcode.DEQUANTIZE_MEM:
+    if op == VaOpcode.DEQUANTIZE_MEM:
         return [(cmd.src, 4 * n, 4), (cmd.src2, 4, 4), (cmd.dst, 2 * n, 2)]
-    if op == ProposedVaOpcode.TOPK_WIDE:
+    if op == VaOpcode.TOPK_WIDE:
         return [(cmd.src, 2 * n, 2), (cmd.dst, 2 * cmd.k, 2), (cmd.dst2, 4 * cmd.k, 4)]
     return [(cmd.src, 2 * n, 2), (cmd.dst, 2 * n, 2)]
 
 
 def execute_proposed(cmd, mem, lanes=32):
-    """:func:`execute`, extended by the :class:`ProposedVaOpcode` commands (same checks:
+    """:func:`execute`, extended by the :data:`PROPOSED_OPCODES` commands (same checks:
     BAD_COMMAND for LENGTH or K out of range or a range reaching 2**48, then MISALIGNED)."""
-    try:
-        op = ProposedVaOpcode(cmd.op)
-    except ValueError:
+    if cmd.op not in PROPOSED_OPCODES:
         return execute(cmd, mem, lanes)
+    op = VaOpcode(cmd.op)
     n = cmd.length
-    if not 1 <= n <= MAX_LENGTH or (op == ProposedVaOpcode.TOPK_WIDE and not 1 <= cmd.k <= n):
+    if not 1 <= n <= MAX_LENGTH or (op == VaOpcode.TOPK_WIDE and not 1 <= cmd.k <= n):
         return ErrorCode.BAD_COMMAND, 0
     ranges = _proposed_ranges(cmd)
     for addr, nbytes, _ in ranges:
@@ -859,15 +861,15 @@ def execute_proposed(cmd, mem, lanes=32):
         if addr % align:
             return ErrorCode.MISALIGNED, addr & 0xFFFFFFFF
     bf = lambda addr, count=n: _load(mem, addr, count, np.uint16)
-    if op == ProposedVaOpcode.RECIP:
+    if op == VaOpcode.RECIP:
         _store(mem, cmd.dst, recip_bf16(bf(cmd.src)))
-    elif op == ProposedVaOpcode.CVT_F32:
+    elif op == VaOpcode.CVT_F32:
         _store(mem, cmd.dst, f32_to_bf16(_load(mem, cmd.src, n, np.uint32)))
-    elif op == ProposedVaOpcode.MUL_MEM:
+    elif op == VaOpcode.MUL_MEM:
         _store(mem, cmd.dst, mul_mem_bf16(bf(cmd.src), bf(cmd.src2, 1)[0]))
-    elif op == ProposedVaOpcode.ADD_MEM:
+    elif op == VaOpcode.ADD_MEM:
         _store(mem, cmd.dst, add_mem_bf16(bf(cmd.src), bf(cmd.src2, 1)[0]))
-    elif op == ProposedVaOpcode.DEQUANTIZE_MEM:
+    elif op == VaOpcode.DEQUANTIZE_MEM:
         _store(mem, cmd.dst, dequantize_mem_int32(_load(mem, cmd.src, n, np.int32),
                                                   _load(mem, cmd.src2, 1, np.uint32)[0], cmd.scalar))
     else:

@@ -58,6 +58,14 @@ class VaOpcode(IntEnum):
     CLAMP = 19         # x clamped to [lo, hi] (SCALAR: lo bits 15:0, hi bits 31:16), exact
     SOFTPLUS = 20      # log(1 + e**x)
     SQRT = 21          # x · rsqrt(x)
+    # Proposed for the layer program (golden/program.py); golden contracts in golden/va.py
+    # (PROPOSED_CONTRACTS). No RTL runs them yet: the VA refuses them as BAD_COMMAND.
+    RECIP = 22         # bf16 1/x
+    CVT_F32 = 23       # binary32 -> bf16 (nearest even)
+    MUL_MEM = 24       # x * s, s the bf16 at SRC2
+    ADD_MEM = 25       # x + s, s the bf16 at SRC2
+    DEQUANTIZE_MEM = 26  # int32 * (binary32 at SRC2 * SCALAR) -> bf16
+    TOPK_WIDE = 27     # TOPK with 1 <= K <= LENGTH
 
 
 class McOp(IntEnum):

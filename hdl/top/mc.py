@@ -14,6 +14,7 @@ from hdl.mc.channel import ClientChannelSignature
 from hdl.mc.core import McCore, check_parameters
 from hdl.mc.frontend import MAX_BURST
 from hdl.mc.prefetch import check_lines
+from hdl.top.shared import drive_interrupt
 from spec.codes import BlockId, ErrorCode
 
 __all__ = ["MC_VERSION", "McTop", "caps_word"]
@@ -85,9 +86,8 @@ class McTop(wiring.Component):
         m.d.comb += [
             regs.status.error.eq(error), regs.error.code.eq(code), regs.err_addr.addr.eq(addr),
             regs.irq_status.error_set.eq(core.error != 0),
-            self.interrupt.eq(((regs.irq_status.done & regs.irq_enable.done)
-                               | (regs.irq_status.error & regs.irq_enable.error)) != 0),
         ]
+        drive_interrupt(m, self, regs)
         events = {"reads": core.ev_read, "writes": core.ev_write, "errors": core.ev_error,
                   "axi_reads": core.ev_burst, "hits": core.ev_hit, "misses": core.ev_miss,
                   "prefetches": core.ev_prefetch, "evicted_unused": core.ev_evicted}

@@ -14,6 +14,7 @@ from hdl.muon.layouts import CLASS_BITS, DropSignature, FlitStreamSignature
 from hdl.muon.mesh import Mesh
 from hdl.muon.rbr import ReservationTable, check_rbr_parameters
 from hdl.muon.router import check_router_parameters
+from hdl.top.shared import report_command
 from spec.codes import BlockId, ErrorCode
 
 __all__ = ["MUON_VERSION", "MuonTop", "caps_word", "check_parameters"]
@@ -89,15 +90,9 @@ class MuonTop(wiring.Component):
             status.start.eq(regs.request.request),
             status.refuse_code.eq(rbr.refuse * ErrorCode.BAD_COMMAND),
             rbr.launch.eq(status.launch), status.finish.eq(rbr.done),
-            status.timebase.eq(timebase.now),
-            regs.status.busy.eq(status.busy), regs.status.done.eq(status.done),
-            regs.status.error.eq(status.error),
-            regs.status.start_dropped.eq(status.start_dropped),
-            regs.error.code.eq(status.error_code), regs.err_addr.addr.eq(status.err_addr),
-            regs.irq_status.done_set.eq(status.irq_done),
-            regs.irq_status.error_set.eq(status.irq_error),
-            self.interrupt.eq(((regs.irq_status.done & regs.irq_enable.done)
-                               | (regs.irq_status.error & regs.irq_enable.error)) != 0),
+        ]
+        report_command(m, self, regs, status, timebase, cycle_counter=False)
+        m.d.comb += [
             regs.rsv_result.granted.eq(rbr.result.granted),
             regs.rsv_result.full.eq(rbr.result.full), regs.rsv_result.id.eq(rbr.result.id),
             regs.rsv_retry_lo.value.eq(rbr.result.retry_after[:32]),

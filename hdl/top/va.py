@@ -9,6 +9,7 @@ from hdl.common.kernel import drive_common_registers, kernel_clock, kernel_membe
 from hdl.common.memport import MemPortToAxi4
 from hdl.common.regblock import RegisterBlock
 from hdl.common.timebase import Timebase
+from hdl.top.shared import connect_core_command, report_command
 from hdl.va import regmap
 from hdl.va.core import VectorCore, check_parameters
 from spec.codes import BlockId
@@ -77,22 +78,6 @@ class VaTop(wiring.Component):
             cmd.index_limit.eq(regs.index_limit.value), cmd.rows.eq(regs.rows.value),
             cmd.row_stride.eq(regs.row_stride.value),
         ]
-        m.d.comb += [
-            status.start.eq(regs.start.start),
-            status.refuse_code.eq(core.refuse_code), status.refuse_addr.eq(core.refuse_addr),
-            core.launch.eq(status.launch),
-            status.finish.eq(core.finish), status.fail.eq(core.fail),
-            status.fail_code.eq(core.fail_code), status.fail_addr.eq(core.fail_addr),
-            status.timebase.eq(timebase.now),
-            status.ctr_read.eq(regs.ctr_lo.rd_stb),
-            regs.ctr_lo.value.eq(status.ctr_lo), regs.ctr_hi.value.eq(status.ctr_hi),
-            regs.status.busy.eq(status.busy), regs.status.done.eq(status.done),
-            regs.status.error.eq(status.error),
-            regs.status.start_dropped.eq(status.start_dropped),
-            regs.error.code.eq(status.error_code), regs.err_addr.addr.eq(status.err_addr),
-            regs.irq_status.done_set.eq(status.irq_done),
-            regs.irq_status.error_set.eq(status.irq_error),
-            self.interrupt.eq(((regs.irq_status.done & regs.irq_enable.done)
-                               | (regs.irq_status.error & regs.irq_enable.error)) != 0),
-        ]
+        connect_core_command(m, regs, status, core)
+        report_command(m, self, regs, status, timebase, cycle_counter=True)
         return m

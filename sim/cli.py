@@ -129,6 +129,54 @@ def cmd_bench(args, rest):
     return muon_bench.main(rest)
 
 
+def cmd_plan(args, rest):
+    """The DSTP planner (:mod:`plan.cli`): its own arguments and --help."""
+    from plan.cli import add_arguments, run
+    from plan.errors import IRError
+    parser = argparse.ArgumentParser(prog="v4hw plan", description="Plan a CircuitFlow graph "
+                                     "(a JSON file, a synthetic one, or one decode step of a "
+                                     "tile preset) with the DSTP planner; print the schedule.")
+    add_arguments(parser)
+    options = parser.parse_args(rest)
+    for path in (options.json, options.gantt):
+        if path:
+            check_output_file(path)
+    try:
+        run(options)
+    except (IRError, ValueError, OSError) as error:
+        message = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise UsageError(f"plan: {message}") from None
+    return 0
+
+
+def cmd_program(args):
+    """One decode step of a tile preset as block commands: counts and predicted cycles."""
+    from golden.program import summary
+    try:
+        text = summary(args.preset, position=args.position)
+    except (ValueError, KeyError) as error:
+        raise UsageError(f"program: {str(error).strip(chr(39))}") from None
+    print(text)
+    return 0
+
+
+def cmd_golden(args):
+    """One layer of a checkpoint in float64 and on the hardware-exact path."""
+    from golden.checkpoint import layer_report
+    if args.random is not None and args.random < 1:
+        raise UsageError("golden layer: --random wants at least 1 token")
+    tokens = args.tokens if args.tokens is not None else (
+        args.random if args.random is not None else 64)
+    try:
+        text = layer_report(args.checkpoint, args.layer, tokens=tokens, mode=args.mode,
+                            as_json=args.json)
+    except (ValueError, OSError, KeyError) as error:
+        message = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise UsageError(f"golden layer: {message}") from None
+    print(text)
+    return 0
+
+
 # The demo's two tiles run ~70 000 cycles: its VCD leaves out the inside of the
 # systolic array and of the operand buffers (every PE, every buffer word), which would
 # make it gigabytes.
@@ -278,7 +326,7 @@ def cmd_waves(args, rest):
 
 # Commands whose arguments go, untouched, to another tool's own parser (which prints its
 # own --help); the value says where.
-PASS_THROUGH = {"regmap": cmd_regmap, "sim": cmd_sim}
+PASS_THROUGH = {"regmap": cmd_regmap, "sim": cmd_sim, "plan": cmd_plan}
 
 
 def build_parser():
@@ -336,6 +384,37 @@ def build_parser():
                           "[--cols C] [--rows R] [--quick] [--out DIR]` (--help: all)")
     sub.add_parser("sim", add_help=False,
                    help="run the cocotb regressions (arguments go to pytest)")
+    sub.add_parser("plan", add_help=False,
+                   help="the DSTP planner: `v4hw plan --preset deepseek-v4|notes [--json OUT] "
+                        "[--gantt PNG]`, or a graph file (--help: all)")
+    p = sub.add_parser("program", help="one decode step of a tile preset as block commands",
+                       description="One decode step of a tile preset as MA / VA commands: "
+                                   "their counts per layer, block and opcode, and the MA's "
+                                   "predicted cycles.")
+    p.add_argument("--preset", required=True, choices=("deepseek-v4", "notes"))
+    p.add_argument("--summary", action="store_true",
+                   help="print the summary (the only output so far; the default)")
+    p.add_argument("--position", type=int, metavar="T",
+                   help="the decode position (default: the preset's own)")
+    p = sub.add_parser("golden", help="golden-model tools: `v4hw golden layer --checkpoint "
+                                      "DIR --layer N ...`",
+                       description="Golden-model tools.")
+    tools = p.add_subparsers(dest="tool", required=True, metavar="TOOL")
+    q = tools.add_parser("layer", help="one layer of a checkpoint in float64 and on the "
+                                       "hardware-exact path: the per-stage error table",
+                         description="One layer of a checkpoint (config.json and safetensors) "
+                                     "in float64 and on the hardware-exact path: the per-stage "
+                                     "error table, expert-selection agreement, peak memory.")
+    q.add_argument("--checkpoint", required=True, metavar="DIR")
+    q.add_argument("--layer", required=True, type=int, metavar="N")
+    tokens = q.add_mutually_exclusive_group()
+    tokens.add_argument("--tokens", metavar="FILE",
+                        help="token ids: .npy, a JSON list, or integers separated by spaces")
+    tokens.add_argument("--random", type=int, metavar="T",
+                        help="T random token ids (the default: 64)")
+    q.add_argument("--mode", choices=("bf16", "int8"), default="bf16",
+                   help="the MA's mode on the hardware-exact path (default bf16)")
+    q.add_argument("--json", action="store_true", help="JSON instead of text")
     p = sub.add_parser("waves", help="rerun one pytest test with waveforms recorded",
                        description="Rerun one cocotb test with waveforms recorded "
                                    "(further arguments go to pytest).")
@@ -356,7 +435,7 @@ def _run(argv):
     if rest:
         raise UsageError(f"{args.command}: unrecognized arguments: {' '.join(rest)}")
     return {"verilog": cmd_verilog, "demo": cmd_demo, "synth": cmd_synth,
-            "build": cmd_build}[args.command](args)
+            "build": cmd_build, "program": cmd_program, "golden": cmd_golden}[args.command](args)
 
 
 def main(argv=None):

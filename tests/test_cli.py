@@ -1,7 +1,9 @@
 """The `v4hw` command line: Verilog generation and its parameter errors; the block
 descriptors it reads (``sim.blocks``)."""
 
+import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -75,6 +77,15 @@ def _bad_command_lines(tmp):
         ["bench", "muon", "--out", "/proc/v4hw-x"], ["bench", "muon", "--frob"],
         ["regmap"], ["regmap", "zz", "--md"], ["regmap", "ma", "--md", "--c"],
         ["waves"], ["waves", "tests/no_such_test.py"],
+        ["plan"], ["plan", "--preset", "zz"], ["plan", str(tmp / "no-such-graph.json")],
+        ["plan", "--synthetic", "0"], ["plan", "--synthetic", "3", "--json", str(tmp)],
+        ["program"], ["program", "--preset", "zz"], ["program", "--preset", "notes", "-x"],
+        ["golden"], ["golden", "layer"], ["golden", "layer", "--layer", "0"],
+        ["golden", "layer", "--checkpoint", str(tmp / "no-such-dir"), "--layer", "0"],
+        ["golden", "layer", "--checkpoint", str(CHECKPOINT), "--layer", "99"],
+        ["golden", "layer", "--checkpoint", str(CHECKPOINT), "--layer", "0", "--random", "0"],
+        ["golden", "layer", "--checkpoint", str(CHECKPOINT), "--layer", "0",
+         "--tokens", str(tmp / "no-such-tokens")],
     ]
 
 
@@ -104,6 +115,7 @@ def test_waves_on_a_test_that_simulates_nothing_says_so(capsys):
     ["demo", "--help"], ["waves", "--help"], ["regmap", "--help"],
     ["muon", "--help"], ["muon", "analyze", "--help"],
     ["bench", "--help"], ["bench", "muon", "--help"],
+    ["plan", "--help"], ["program", "--help"], ["golden", "--help"], ["golden", "layer", "--help"],
 ])
 def test_help_at_every_level(argv, capsys):
     assert main(argv) == 0
@@ -187,3 +199,34 @@ def test_descriptor_refuses_inconsistent_tables():
     with pytest.raises(ValueError, match="unknown parameters"):
         Block(name="x", params=(Param("A", 1, ""),), caps_layout=(), smoke_params={"B": 1},
               **common)
+
+
+CHECKPOINT = Path(__file__).parent / "data" / "dsv4_ckpt" / "published_fp8_fp4"
+
+
+def test_program_summary_counts_the_decode_step(capsys):
+    """`v4hw program` prints golden.program.summary: its totals are the sums of its rows."""
+    assert main(["program", "--preset", "notes", "--summary"]) == 0
+    out = capsys.readouterr().out
+    rows = [line.split() for line in out.splitlines() if line.startswith(("ma ", "va "))]
+    for block in ("ma", "va"):
+        total = next(int(r[-1]) for r in rows if r[0] == block and r[1] == "(all)")
+        parts = [int(r[-1]) for r in rows if r[0] == block and not r[1].startswith("(")
+                 and r[1] != "cycles"]
+        assert parts and total == sum(parts), (block, total, parts)
+
+
+def test_plan_of_a_preset_step(tmp_path, capsys):
+    out_json = tmp_path / "plan.json"
+    assert main(["plan", "--preset", "notes", "--quiet", "--json", str(out_json)]) == 0
+    out = capsys.readouterr().out
+    assert "makespan" in out and "lower bounds" in out
+    assert out_json.stat().st_size > 0
+
+
+def test_golden_layer_on_the_tiny_checkpoint(capsys):
+    assert main(["golden", "layer", "--checkpoint", str(CHECKPOINT), "--layer", "0",
+                 "--random", "4", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["layer"], report["tokens"], report["mode"]) == (0, 4, "bf16")
+    assert report["stages"] and all(stage["max_abs"] >= 0 for stage in report["stages"])

@@ -16,6 +16,13 @@ top-k keeps ``index_topk`` (more than the VA's 8) entries, which the VA does as 
 TOP-K passes over the remaining entries — the same result as one sort by the VA's order
 (ties to the lowest index), which is what is computed; the sink is one more element of
 the softmax row, dropped afterwards.
+
+``mode`` ("bf16" or "int8", as in :func:`golden.hwpath.ma_matmul`) is the MA's mode of every
+weight × activation GEMM: the projections, the compressors' kv and gate, the indexer's
+query and head-weight projections, the hyper-connections' mixing GEMM, the router and the
+experts (int8: VA QUANTIZE per token row, one scale per weight matrix, int32 → VA
+DEQUANTIZE with the product of the scales). The activation × activation products
+(q·Kᵀ, P·V, the indexer's scores) stay bf16 in both modes.
 """
 
 from dataclasses import dataclass
@@ -31,6 +38,11 @@ from .presets.deepseek_v4 import CSA, SWA
 
 __all__ = ["run_dsv4_attention", "run_dsv4_hyper", "run_dsv4_moe", "run_dsv4_layer",
            "va_gather_idx", "RouterAgreement"]
+
+
+def _check_mode(mode):
+    if mode not in ("bf16", "int8"):
+        raise ValueError(f"mode must be 'bf16' or 'int8', got {mode!r}")
 
 
 def _rope_rows(layer, x_bits, x_ref, positions, inv, scale, inverse=False):
@@ -49,13 +61,13 @@ def _rope_rows(layer, x_bits, x_ref, positions, inv, scale, inverse=False):
     return out, ref
 
 
-def _compress(layer, tr, x_b, x_r, prefix, overlap, width, name):
+def _compress(layer, tr, x_b, x_r, prefix, overlap, width, name, mode="bf16"):
     """A compressor on all of ``x``: bf16 entries and float64 entries."""
     rate, eps = layer.rate, layer.cfg.rms_norm_eps
     n = x_b.shape[0] // rate
     wkv, wg = layer.p(f"{prefix}.kv_proj.weight"), layer.p(f"{prefix}.gate_proj.weight")
-    kv_b, kv_r = ma_matmul(x_b, wkv, "bf16")[: n * rate], (x_r @ wkv.T)[: n * rate]
-    g_b, g_r = ma_matmul(x_b, wg, "bf16")[: n * rate], (x_r @ wg.T)[: n * rate]
+    kv_b, kv_r = ma_matmul(x_b, wkv, mode)[: n * rate], (x_r @ wkv.T)[: n * rate]
+    g_b, g_r = ma_matmul(x_b, wg, mode)[: n * rate], (x_r @ wg.T)[: n * rate]
     bias = layer.p(f"{prefix}.position_bias")
     g_b = va.add_bf16(g_b, np.tile(to_bf16(bias), (n, 1)))
     g_r = g_r + np.tile(bias, (n, 1))
@@ -96,19 +108,20 @@ def _agree(a, b):
     return float(np.mean([set(x[x >= 0]) == set(y[y >= 0]) for x, y in zip(a, b, strict=True)]))
 
 
-def run_dsv4_attention(layer, x):
+def run_dsv4_attention(layer, x, mode="bf16"):
     """The attention block on ``x`` ``(S, D)`` (positions 0..S-1, empty state).
 
     Returns an :class:`golden.hwpath.HwTrace`; ``out_ref`` equals
     ``layer.attention(layer.init_state(), x_bf16, positions)`` (tested).
     """
+    _check_mode(mode)
     tr = HwTrace()
     xb = to_bf16(x)
-    _attention(layer, tr, xb, bf16_value(xb))
+    _attention(layer, tr, xb, bf16_value(xb), mode)
     return tr
 
 
-def _attention(layer, tr, xb, xr):
+def _attention(layer, tr, xb, xr, mode="bf16"):
     """The block on bf16 bits ``xb`` and float64 ``xr``; sets ``tr.out_bits`` /
     ``tr.out_ref`` and returns the mask of queries whose key sets agree (and the
     indexer's agreement, None without an indexer)."""
@@ -118,19 +131,19 @@ def _attention(layer, tr, xb, xr):
     p = layer.p
 
     qa_b = va_rmsnorm(
-        ma_matmul(xb, p("self_attn.q_a_proj.weight"), "bf16"), p("self_attn.q_a_norm.weight"), eps
+        ma_matmul(xb, p("self_attn.q_a_proj.weight"), mode), p("self_attn.q_a_norm.weight"), eps
     )
     qa_r = rms_norm(xr @ p("self_attn.q_a_proj.weight").T, p("self_attn.q_a_norm.weight"), eps)
     tr.add("query low-rank + RMSNorm", "MA+VA", qa_b, qa_r)
     wqb = p("self_attn.q_b_proj.weight")
-    q_b = ma_matmul(qa_b, wqb, "bf16").reshape(s, h, d)
+    q_b = ma_matmul(qa_b, wqb, mode).reshape(s, h, d)
     q_r = (qa_r @ wqb.T).reshape(s, h, d)
     q_b = va_rmsnorm(q_b.reshape(s * h, d), np.ones(d), eps).reshape(s, h, d)
     q_r = rms_norm(q_r, eps=eps)
     q_b, q_r = _rope_rows(layer, q_b, q_r, pos, layer.inv_attn, layer.attn_scale)
     tr.add("query (per-head norm + RoPE)", "MA+VA", q_b, q_r)
     wkv = p("self_attn.kv_proj.weight")
-    kv_b = va_rmsnorm(ma_matmul(xb, wkv, "bf16"), p("self_attn.kv_norm.weight"), eps)
+    kv_b = va_rmsnorm(ma_matmul(xb, wkv, mode), p("self_attn.kv_norm.weight"), eps)
     kv_r = rms_norm(xr @ wkv.T, p("self_attn.kv_norm.weight"), eps)
     kv_b, kv_r = _rope_rows(layer, kv_b[:, None, :], kv_r[:, None, :], pos, layer.inv_attn, layer.attn_scale)
     kv_b, kv_r = kv_b[:, 0], kv_r[:, 0]
@@ -144,12 +157,12 @@ def _attention(layer, tr, xb, xr):
     agree = None
     if layer.type != SWA:
         entries_b, entries_r = _compress(
-            layer, tr, xb, xr, "self_attn.compressor", layer.type == CSA, d, "compressor"
+            layer, tr, xb, xr, "self_attn.compressor", layer.type == CSA, d, "compressor", mode
         )
         n_ent = entries_b.shape[0]
         visible = np.arange(n_ent)[None, :] < ((pos + 1) // layer.rate)[:, None]
         if layer.type == CSA:
-            ent_b, ent_r, agree = _indexer(layer, tr, xb, xr, qa_b, qa_r, pos, visible)
+            ent_b, ent_r, agree = _indexer(layer, tr, xb, xr, qa_b, qa_r, pos, visible, mode)
         else:
             ent_b = ent_r = np.where(visible, np.arange(n_ent)[None, :], -1)
 
@@ -176,11 +189,11 @@ def _attention(layer, tr, xb, xr):
     g = c.o_groups
     wa = p("self_attn.o_a_proj.weight").reshape(g, c.o_lora_rank, -1)
     grp_b = np.concatenate(
-        [ma_matmul(out_b.reshape(s, g, -1)[:, j], wa[j], "bf16") for j in range(g)], axis=1
+        [ma_matmul(out_b.reshape(s, g, -1)[:, j], wa[j], mode) for j in range(g)], axis=1
     )
     grp_r = np.einsum("sgi,gri->sgr", out_r.reshape(s, g, -1), wa).reshape(s, -1)
     wb = p("self_attn.o_b_proj.weight")
-    tr.out_bits, tr.out_ref = ma_matmul(grp_b, wb, "bf16"), grp_r @ wb.T
+    tr.out_bits, tr.out_ref = ma_matmul(grp_b, wb, mode), grp_r @ wb.T
     tr.add(
         "output (inverse RoPE + grouped projection), selecting alike",
         "MA+VA",
@@ -192,16 +205,16 @@ def _attention(layer, tr, xb, xr):
     return same, agree
 
 
-def _indexer(layer, tr, xb, xr, qa_b, qa_r, pos, visible):
+def _indexer(layer, tr, xb, xr, qa_b, qa_r, pos, visible, mode="bf16"):
     c = layer.cfg
     pre = "self_attn.compressor.indexer"
     s, hi, di = xb.shape[0], c.index_n_heads, c.index_head_dim
-    keys_b, keys_r = _compress(layer, tr, xb, xr, pre, True, di, "indexer compressor")
+    keys_b, keys_r = _compress(layer, tr, xb, xr, pre, True, di, "indexer compressor", mode)
     wq = layer.p(f"{pre}.q_b_proj.weight")
-    q_b, q_r = ma_matmul(qa_b, wq, "bf16").reshape(s, hi, di), (qa_r @ wq.T).reshape(s, hi, di)
+    q_b, q_r = ma_matmul(qa_b, wq, mode).reshape(s, hi, di), (qa_r @ wq.T).reshape(s, hi, di)
     q_b, q_r = _rope_rows(layer, q_b, q_r, pos, layer.inv_comp, layer.rope_scale)
     ww = layer.p(f"{pre}.scorer.weights_proj.weight")
-    w_b = va.scale_bf16(ma_matmul(xb, ww, "bf16"), to_bf16(hi**-0.5))
+    w_b = va.scale_bf16(ma_matmul(xb, ww, mode), to_bf16(hi**-0.5))
     w_r = (xr @ ww.T) * hi**-0.5
     dots_b = va.f32_to_bf16(gemm_bf16(q_b.reshape(s * hi, di), keys_b.T.copy())).reshape(s, hi, -1)
     relu_b = va.clamp_bf16(dots_b, 0x0000, 0x7F80)  # ReLU: VA CLAMP to [+0, +inf]
@@ -238,21 +251,22 @@ def _va_sigmoid(z_bits):
     return va_recip(va.add_bf16(e, np.full(e.shape, to_bf16(1.0), np.uint16)))
 
 
-def run_dsv4_hyper(layer, streams, block_out, name="attn_hc"):
+def run_dsv4_hyper(layer, streams, block_out, name="attn_hc", mode="bf16"):
     """One hyper-connection: weights, collapse, and merge of ``block_out`` ``(S, D)``.
 
     ``streams`` ``(S, n, D)``. Both chains start from the bf16-rounded streams and block
     output. Returns an :class:`golden.hwpath.HwTrace` whose ``out_bits`` / ``out_ref`` are
     the merged streams.
     """
+    _check_mode(mode)
     tr = HwTrace()
     sb, ob = to_bf16(streams), to_bf16(block_out)
-    w = _hc_weights(layer, tr, sb, bf16_value(sb), name)
+    w = _hc_weights(layer, tr, sb, bf16_value(sb), name, mode)
     _hc_merge(tr, name, sb, bf16_value(sb), ob, bf16_value(ob), w)
     return tr
 
 
-def _hc_weights(layer, tr, sb, sr, name):
+def _hc_weights(layer, tr, sb, sr, name, mode="bf16"):
     """Weights and collapse of hyper-connection ``name`` on streams ``sb`` (bits) / ``sr``:
     a dict of (bits, float64) pairs ``pre``, ``post``, ``comb``, ``collapse``."""
     c = layer.cfg
@@ -261,7 +275,7 @@ def _hc_weights(layer, tr, sb, sr, name):
     fn, base, scale = layer.p(f"{name}.fn"), layer.p(f"{name}.base"), layer.p(f"{name}.scale")
 
     flat_b = va_rmsnorm(sb.reshape(s, -1), np.ones(n * sb.shape[2]), c.rms_norm_eps)
-    mix_b = ma_matmul(flat_b, fn, "bf16")
+    mix_b = ma_matmul(flat_b, fn, mode)
     mix_r = rms_norm(sr.reshape(s, -1), eps=c.rms_norm_eps) @ fn.T
     tr.add(f"{name}: RMSNorm + mixing GEMM", "MA+VA", mix_b, mix_r)
 
@@ -367,16 +381,16 @@ class RouterAgreement:
         )
 
 
-def _swiglu_exact(layer, x_b, w_gate, w_up, w_down):
+def _swiglu_exact(layer, x_b, w_gate, w_up, w_down, mode="bf16"):
     """Clamped SwiGLU on the MA + VA: GEMM gate / up, CLAMP (gate to [-inf, limit], up to
     [-limit, limit]), SILU, MUL, GEMM down."""
     lim = to_bf16(layer.cfg.swiglu_limit)
-    g = va.clamp_bf16(ma_matmul(x_b, w_gate, "bf16"), 0xFF80, lim)
-    u = va.clamp_bf16(ma_matmul(x_b, w_up, "bf16"), lim ^ 0x8000, lim)
-    return ma_matmul(va.mul_bf16(va.silu_bf16(g), u), w_down, "bf16")
+    g = va.clamp_bf16(ma_matmul(x_b, w_gate, mode), 0xFF80, lim)
+    u = va.clamp_bf16(ma_matmul(x_b, w_up, mode), lim ^ 0x8000, lim)
+    return ma_matmul(va.mul_bf16(va.silu_bf16(g), u), w_down, mode)
 
 
-def run_dsv4_moe(layer, x, token_ids, tr=None, xr=None):
+def run_dsv4_moe(layer, x, token_ids, tr=None, xr=None, mode="bf16"):
     """The MoE of a ``deepseek-v4`` layer on ``x`` ``(S, D)`` (the normed collapsed
     streams) for tokens ``token_ids``; both chains start from ``to_bf16(x)`` unless ``x``
     is already bits and ``xr`` the float64 chain's value.
@@ -385,6 +399,7 @@ def run_dsv4_moe(layer, x, token_ids, tr=None, xr=None):
     ``out_ref`` equals ``layer.moe`` on the same input, tested; ``tr.router`` a
     :class:`RouterAgreement` for top-k layers) and the mask of tokens routed alike.
     """
+    _check_mode(mode)
     c = layer.cfg
     tr = HwTrace() if tr is None else tr
     if xr is None:
@@ -398,7 +413,7 @@ def run_dsv4_moe(layer, x, token_ids, tr=None, xr=None):
         raise ValueError(f"num_experts_per_tok = {k}: the VA's TOP-K keeps at most {va.MAX_K}")
 
     wg = p("mlp.gate.weight")
-    lb, lr = ma_matmul(xb, wg, "bf16"), xr @ wg.T
+    lb, lr = ma_matmul(xb, wg, mode), xr @ wg.T
     tr.add("router logits", "MA", lb, lr)
     sc_b = va.sqrt_bf16(va.softplus_bf16(lb))
     sc_r = router_scores(lr, "sqrtsoftplus")
@@ -435,7 +450,7 @@ def run_dsv4_moe(layer, x, token_ids, tr=None, xr=None):
 
     sh = [p(f"mlp.shared_experts.{n}_proj.weight") for n in ("gate", "up", "down")]
     lim = c.swiglu_limit
-    sh_b = _swiglu_exact(layer, xb, *sh)
+    sh_b = _swiglu_exact(layer, xb, *sh, mode=mode)
     sh_r = swiglu(xr, *sh, lim)
     tr.add("shared expert (clamped SwiGLU)", "MA+VA", sh_b, sh_r)
 
@@ -444,7 +459,7 @@ def run_dsv4_moe(layer, x, token_ids, tr=None, xr=None):
     contrib = np.zeros((s, k, xb.shape[1]), np.uint16)
     for e in np.unique(idx_b):
         tok, slot = np.nonzero(idx_b == e)
-        y = _swiglu_exact(layer, xb[tok], gu[e][:i], gu[e][i:], dn[e])   # rows gathered
+        y = _swiglu_exact(layer, xb[tok], gu[e][:i], gu[e][i:], dn[e], mode)   # rows gathered
         contrib[tok, slot] = va.mul_bf16(y, np.broadcast_to(w_b[tok, slot][:, None], y.shape))
     out_b = sh_b
     for j in range(k):                      # shared first, then the slots in order
@@ -458,7 +473,7 @@ def run_dsv4_moe(layer, x, token_ids, tr=None, xr=None):
     return tr, same
 
 
-def run_dsv4_layer(layer, streams, token_ids):
+def run_dsv4_layer(layer, streams, token_ids, mode="bf16"):
     """A whole ``deepseek-v4`` layer on streams ``(S, hc_mult, D)`` (positions 0..S-1,
     empty state): attention hyper-connection, input RMSNorm, attention block, merge, FFN
     hyper-connection, post-attention RMSNorm, MoE, merge — all on the golden MA / VA.
@@ -466,26 +481,28 @@ def run_dsv4_layer(layer, streams, token_ids):
     Returns an :class:`golden.hwpath.HwTrace` whose ``out_bits`` / ``out_ref`` are the new
     streams (``out_ref`` equals ``layer.forward`` on the bf16-rounded streams, tested), with
     ``tr.router`` as in :func:`run_dsv4_moe` and two whole-layer rows: all tokens, and the
-    tokens whose attention key sets and experts both agree.
+    tokens whose attention key sets and experts both agree. ``mode``: the MA's mode of the
+    weight GEMMs (see the module's docstring).
     """
+    _check_mode(mode)
     c = layer.cfg
     eps = c.rms_norm_eps
     tr = HwTrace()
     sb = to_bf16(streams)
     sr = bf16_value(sb)
-    w = _hc_weights(layer, tr, sb, sr, "attn_hc")
+    w = _hc_weights(layer, tr, sb, sr, "attn_hc", mode)
     cb, cr = w["collapse"]
     g = layer.p("input_layernorm.weight")
     xb, xr = va_rmsnorm(cb, g, eps), rms_norm(cr, g, eps)
     tr.add("input RMSNorm", "VA", xb, xr)
-    attn_same, _ = _attention(layer, tr, xb, xr)
+    attn_same, _ = _attention(layer, tr, xb, xr, mode)
     mb, mr = _hc_merge(tr, "attn_hc", sb, sr, tr.out_bits, tr.out_ref, w)
-    w = _hc_weights(layer, tr, mb, mr, "ffn_hc")
+    w = _hc_weights(layer, tr, mb, mr, "ffn_hc", mode)
     cb, cr = w["collapse"]
     g = layer.p("post_attention_layernorm.weight")
     xb, xr = va_rmsnorm(cb, g, eps), rms_norm(cr, g, eps)
     tr.add("post-attention RMSNorm", "VA", xb, xr)
-    _, routed_same = run_dsv4_moe(layer, xb, token_ids, tr, xr)
+    _, routed_same = run_dsv4_moe(layer, xb, token_ids, tr, xr, mode)
     ob, orf = _hc_merge(tr, "ffn_hc", mb, mr, tr.out_bits, tr.out_ref, w)
     tr.out_bits, tr.out_ref = ob, orf
     tr.add("layer output (all tokens)", "MA+VA", ob, orf)

@@ -101,3 +101,58 @@ def test_exact_layer(model, i):
     assert "router scores (SOFTPLUS, SQRT)" in names and "attn_hc: merge" in names
     for st in tr.stages:
         assert st.rel < 0.04, f"{st.stage}: relative error {st.rel:.3g}"
+
+
+@pytest.fixture(scope="module")
+def int8_layer(model):
+    """Layer 1 (CSA, top-k MoE) on the exact path with the MA in int8 mode, and its input."""
+    layer = model.layers[1]
+    rng = np.random.default_rng(SEED)
+    streams = rng.standard_normal((24, model.cfg.hc_mult, model.cfg.hidden_size))
+    ids = rng.integers(0, model.cfg.vocab_size, 24)
+    return layer, streams, ids, run_dsv4_layer(layer, streams, ids, "int8")
+
+
+def test_exact_layer_int8(int8_layer):
+    """int8 weight GEMMs: the float64 chain is unchanged (it ends at ``layer.forward``);
+    every stage stays within 8 % relative (the notes layer's int8 bound) and the
+    selections agree on >= 80 % of the queries / 90 % of the tokens."""
+    layer, streams, ids, tr = int8_layer
+    ref = layer.forward(layer.init_state(), bf16_value(to_bf16(streams)), np.arange(24), ids)
+    np.testing.assert_allclose(tr.out_ref, ref, rtol=0, atol=1e-12)
+    print("\n" + tr.table() + "\n" + tr.router.line())
+    for st in tr.stages:
+        assert st.rel < 0.08, f"{st.stage}: relative error {st.rel:.3g}"
+        if st.agree is not None:
+            assert st.agree >= 0.8, f"{st.stage}: selections agree on {st.agree:.0%}"
+    assert tr.router.equal >= 0.9 * tr.router.tokens, tr.router.line()
+
+
+def test_int8_gemm_is_quantized(int8_layer):
+    """The router logits of the int8 run are, bit for bit, an independent int8 GEMM of the
+    post-attention RMSNorm's bits: VA QUANTIZE per token row, the weight matrix quantized
+    with one scale, an int64 matrix product (no overflow of int32 here), VA DEQUANTIZE with
+    the binary32 product of the two scales; and they differ from the bf16 GEMM's."""
+    from golden import va
+    from golden.hwpath import ma_matmul
+
+    layer, _, _, tr = int8_layer
+    xb = tr.bits["post-attention RMSNorm"]
+    w = layer.p("mlp.gate.weight")
+    qw, sw = va.quantize_bf16(to_bf16(w).ravel())
+    qw = qw.reshape(w.shape).astype(np.int64)
+    want = []
+    for row in xb:
+        qa, sa = va.quantize_bf16(row)
+        acc = qa.astype(np.int64) @ qw.T
+        assert np.abs(acc).max() < 2**31
+        want.append(va.dequantize_int32(acc.astype(np.int32), va.f32_mul(np.uint32(sa), np.uint32(sw))))
+    got = tr.bits["router logits"]
+    assert np.array_equal(got, np.stack(want))
+    assert not np.array_equal(got, ma_matmul(xb, w, "bf16"))
+
+
+def test_bad_mode(model):
+    with pytest.raises(ValueError, match="mode must be 'bf16' or 'int8'"):
+        run_dsv4_layer(model.layers[0], np.zeros((4, model.cfg.hc_mult, model.cfg.hidden_size)), [0] * 4,
+                       "fp16")

@@ -62,9 +62,12 @@ def _rope_rows(layer, x_bits, x_ref, positions, inv, scale, inverse=False):
 
 
 def _compress(layer, tr, x_b, x_r, prefix, overlap, width, name, mode="bf16"):
-    """A compressor on all of ``x``: bf16 entries and float64 entries."""
+    """A compressor on all of ``x``: bf16 entries and float64 entries. Fewer tokens than
+    the rate: no complete group, no entries (as the float64 layer) and no stage rows."""
     rate, eps = layer.rate, layer.cfg.rms_norm_eps
     n = x_b.shape[0] // rate
+    if n == 0:
+        return np.zeros((0, width), np.uint16), np.zeros((0, width))
     wkv, wg = layer.p(f"{prefix}.kv_proj.weight"), layer.p(f"{prefix}.gate_proj.weight")
     kv_b, kv_r = ma_matmul(x_b, wkv, mode)[: n * rate], (x_r @ wkv.T)[: n * rate]
     g_b, g_r = ma_matmul(x_b, wg, mode)[: n * rate], (x_r @ wg.T)[: n * rate]
@@ -210,6 +213,9 @@ def _indexer(layer, tr, xb, xr, qa_b, qa_r, pos, visible, mode="bf16"):
     pre = "self_attn.compressor.indexer"
     s, hi, di = xb.shape[0], c.index_n_heads, c.index_head_dim
     keys_b, keys_r = _compress(layer, tr, xb, xr, pre, True, di, "indexer compressor", mode)
+    if keys_b.shape[0] == 0:  # no compressed entries yet: nothing to score or select
+        none = np.full((s, 0), -1, np.int64)
+        return none, none, None
     wq = layer.p(f"{pre}.q_b_proj.weight")
     q_b, q_r = ma_matmul(qa_b, wq, mode).reshape(s, hi, di), (qa_r @ wq.T).reshape(s, hi, di)
     q_b, q_r = _rope_rows(layer, q_b, q_r, pos, layer.inv_comp, layer.rope_scale)

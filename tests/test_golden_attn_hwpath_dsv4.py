@@ -156,3 +156,24 @@ def test_bad_mode(model):
     with pytest.raises(ValueError, match="mode must be 'bf16' or 'int8'"):
         run_dsv4_layer(model.layers[0], np.zeros((4, model.cfg.hc_mult, model.cfg.hidden_size)), [0] * 4,
                        "fp16")
+
+
+@pytest.mark.parametrize("i, tokens", [(1, 3), (2, 7)])  # CSA rate 4, HCA rate 8
+@pytest.mark.parametrize("mode", ["bf16", "int8"])
+def test_fewer_tokens_than_the_rate(model, i, tokens, mode):
+    """Fewer tokens than the compression rate: no complete group, so no compressed entries
+    (as the float64 layer): the compressor and indexer rows are absent, the float64 chain
+    still ends at ``layer.forward`` and the layer stays within its mode's bound."""
+    layer = model.layers[i]
+    assert tokens < layer.rate
+    rng = np.random.default_rng(SEED)
+    streams = rng.standard_normal((tokens, model.cfg.hc_mult, model.cfg.hidden_size))
+    ids = rng.integers(0, model.cfg.vocab_size, tokens)
+    tr = run_dsv4_layer(layer, streams, ids, mode)
+    ref = layer.forward(layer.init_state(), bf16_value(to_bf16(streams)), np.arange(tokens), ids)
+    np.testing.assert_allclose(tr.out_ref, ref, rtol=0, atol=1e-12)
+    names = [st.stage for st in tr.stages]
+    assert not [n for n in names if "compressor" in n or "indexer" in n], names
+    assert "attention (queries selecting alike)" in names
+    for st in tr.stages:
+        assert st.rel < {"bf16": 0.04, "int8": 0.08}[mode], f"{st.stage}: relative error {st.rel:.3g}"

@@ -77,17 +77,41 @@ def test_token_sources(tmp_path):
 
 
 @pytest.mark.parametrize("kwargs, msg", [
-    (dict(layer=0, mode="int8"), "int8.*bf16 only"),
     (dict(layer=0, mode="fp16"), "mode must be"),
     (dict(layer=4), "layers 0..3"),
     (dict(layer=0, tokens=[1, 128]), r"ids must lie in 0..127"),
     (dict(layer=0, tokens=0), "at least 1"),
-    (dict(layer=2, tokens=IDS), "needs at least 16 tokens, got 8"),
     (dict(layer=0, tokens="no/such/file"), "no file"),
 ])
 def test_report_errors(kwargs, msg):
     with pytest.raises(ValueError, match=msg):
         layer_report(CKPT, **kwargs)
+
+
+def test_report_int8(report):
+    """mode int8 on layer 1: the stages and errors of run_dsv4_layer in int8 on the same
+    input (other errors than the bf16 report's), every stage within 8 % relative."""
+    ckpt = Checkpoint(CKPT)
+    ids = np.array(IDS)
+    l0 = ckpt.layer(0)
+    streams = l0.forward(l0.init_state(), ckpt.embed(ids), np.arange(ids.size), ids)
+    tr = run_dsv4_layer(ckpt.layer(1), streams, ids, "int8")
+    got = json.loads(layer_report(CKPT, 1, tokens=IDS, mode="int8", as_json=True))
+    assert got["mode"] == "int8"
+    assert [s["stage"] for s in got["stages"]] == [s["stage"] for s in report["stages"]]
+    assert [s["max_abs"] for s in got["stages"]] == [s.max_abs for s in tr.stages]
+    assert [s["max_abs"] for s in got["stages"]] != [s["max_abs"] for s in report["stages"]]
+    assert max(s["rel"] for s in got["stages"]) < 0.08
+
+
+def test_report_fewer_tokens_than_the_rate():
+    """Layer 2 (HCA, rate 16) on 8 tokens: no compressed entries, no compressor rows (the
+    hardware path handles it, as the float64 layer does)."""
+    report = json.loads(layer_report(CKPT, 2, tokens=IDS, as_json=True))
+    assert report["type"] == "heavily_compressed_attention" and report["tokens"] == 8
+    names = [s["stage"] for s in report["stages"]]
+    assert "attention (queries selecting alike)" in names
+    assert not [n for n in names if "compressor" in n]
 
 
 def test_bad_token_file(tmp_path):

@@ -137,7 +137,7 @@ __all__ = [
     "sum_bf16", "max_bf16", "topk_bf16", "softmax_bf16", "rmsnorm_bf16", "rope_bf16",
     "quantize_bf16", "dequantize_int32", "bf16_ulp_distance",
     "VaCommand", "MemoryWindow", "execute",
-    "PROPOSED_OPCODES", "ProposedVaOpcode", "PROPOSED_CONTRACTS",
+    "PROGRAM_OPCODES", "PROPOSED_OPCODES", "ProposedVaOpcode", "PROPOSED_CONTRACTS",
     "recip_bf16", "mul_mem_bf16", "add_mem_bf16",
     "dequantize_mem_int32", "execute_proposed",
 ]
@@ -621,8 +621,10 @@ def _ranges(cmd):
         return [(cmd.src2, 4 * (cmd.rows + 1), 4), (cmd.src3, 4 * n, 4), (cmd.dst, n * es, es)]
     if op == VaOpcode.QUANTIZE:
         return [(cmd.src, 2 * n, 2), (cmd.dst, n, 1), (cmd.dst2, 4, 4)]
-    if op == VaOpcode.DEQUANTIZE:
+    if op in (VaOpcode.DEQUANTIZE, VaOpcode.CVT_F32):
         return [(cmd.src, 4 * n, 4), (cmd.dst, 2 * n, 2)]
+    if op in (VaOpcode.MUL_MEM, VaOpcode.ADD_MEM):
+        return [(cmd.src, 2 * n, 2), (cmd.src2, 2, 2), (cmd.dst, 2 * n, 2)]
     if op in (VaOpcode.ADD, VaOpcode.MUL, VaOpcode.RMSNORM):
         return [(cmd.src, 2 * n, 2), (cmd.src2, 2 * n, 2), (cmd.dst, 2 * n, 2)]
     if op == VaOpcode.ROPE:
@@ -751,6 +753,14 @@ def _run(cmd, mem, lanes, addrs):
         _store(mem, cmd.dst, softplus_bf16(bf(cmd.src)))
     elif op == VaOpcode.SQRT:
         _store(mem, cmd.dst, sqrt_bf16(bf(cmd.src)))
+    elif op == VaOpcode.RECIP:
+        _store(mem, cmd.dst, recip_bf16(bf(cmd.src)))
+    elif op == VaOpcode.CVT_F32:
+        _store(mem, cmd.dst, f32_to_bf16(_load(mem, cmd.src, n, np.uint32)))
+    elif op == VaOpcode.MUL_MEM:
+        _store(mem, cmd.dst, mul_mem_bf16(bf(cmd.src), bf(cmd.src2, 1)[0]))
+    elif op == VaOpcode.ADD_MEM:
+        _store(mem, cmd.dst, add_mem_bf16(bf(cmd.src), bf(cmd.src2, 1)[0]))
     elif op == VaOpcode.RMSNORM:
         _store(mem, cmd.dst, rmsnorm_bf16(bf(cmd.src), bf(cmd.src2), cmd.scalar))
     elif op == VaOpcode.ROPE:
@@ -769,20 +779,24 @@ def _run(cmd, mem, lanes, addrs):
 
 
 # ---------------------------------------------------------------------------------------
-# Proposed commands: what the layer program (golden/program.py) needs and no VA command
-# does today. Their opcodes follow SQRT = 21 in spec.codes.VaOpcode; the RTL does not run
-# them (it refuses them as BAD_COMMAND, and so does :func:`execute`), and
-# :func:`execute_proposed` runs them. Each contract is on its member below; registers as
-# in :class:`VaCommand` (LENGTH elements, byte addresses, SCALAR).
+# The layer program's commands beyond SQRT = 21 (golden/program.py needs them; opcodes
+# 22..27 of spec.codes.VaOpcode). RECIP, CVT_F32, MUL_MEM and ADD_MEM are built: the RTL
+# runs them and so does :func:`execute` (above). The proposed ones, DEQUANTIZE_MEM and
+# TOPK_WIDE, have no RTL yet: the RTL refuses them as BAD_COMMAND, and so does
+# :func:`execute`; :func:`execute_proposed` runs them. Each contract is on its member
+# below; registers as in :class:`VaCommand` (LENGTH elements, byte addresses, SCALAR).
 
-PROPOSED_OPCODES = (VaOpcode.RECIP, VaOpcode.CVT_F32, VaOpcode.MUL_MEM, VaOpcode.ADD_MEM,
-                    VaOpcode.DEQUANTIZE_MEM, VaOpcode.TOPK_WIDE)
-"""The proposed commands (values 22..27 of :class:`spec.codes.VaOpcode`): golden
-definitions below, no RTL yet."""
+PROGRAM_OPCODES = (VaOpcode.RECIP, VaOpcode.CVT_F32, VaOpcode.MUL_MEM, VaOpcode.ADD_MEM,
+                   VaOpcode.DEQUANTIZE_MEM, VaOpcode.TOPK_WIDE)
+"""The layer program's commands 22..27 (their contracts: :data:`PROPOSED_CONTRACTS`)."""
 
-ProposedVaOpcode = IntEnum("ProposedVaOpcode", [(op.name, int(op)) for op in PROPOSED_OPCODES])
-"""The same opcodes as an enum of their own, derived from :data:`PROPOSED_OPCODES` (for
-users that name them apart from the RTL's; its members equal the VaOpcode ones)."""
+PROPOSED_OPCODES = (VaOpcode.DEQUANTIZE_MEM, VaOpcode.TOPK_WIDE)
+"""The commands of :data:`PROGRAM_OPCODES` with no RTL yet: golden definitions below,
+run by :func:`execute_proposed` only."""
+
+ProposedVaOpcode = IntEnum("ProposedVaOpcode", [(op.name, int(op)) for op in PROGRAM_OPCODES])
+"""The opcodes of :data:`PROGRAM_OPCODES` as an enum of their own (for users that name
+them apart from the RTL's; its members equal the VaOpcode ones)."""
 
 
 PROPOSED_CONTRACTS = {
@@ -792,9 +806,10 @@ PROPOSED_CONTRACTS = {
         "1/±inf = ±0, NaN canonical). SRC, DST 2-byte aligned."),
     VaOpcode.CVT_F32: (
         "CVT_F32: dst[i] = f32_to_bf16(src[i]) for i < LENGTH: binary32 at SRC (4-byte "
-        "aligned, LENGTH·4 bytes) to bf16 at DST, nearest even, subnormal binary32 read as "
-        "signed zero, NaN 0x7FC0 (the VA's write rounding). The conversion of every MA "
-        "binary32 result and every SUM output."),
+        "aligned, LENGTH·4 bytes) to bf16 at DST, nearest even on the bits (a subnormal "
+        "binary32 rounds to a bf16 subnormal or the smallest normal, as it is), NaN 0x7FC0 "
+        "(the VA's write rounding). The conversion of every MA binary32 result and every "
+        "SUM output."),
     VaOpcode.MUL_MEM: (
         "MUL_MEM: s = the bf16 at SRC2 (2 bytes, read once per command); dst[i] = "
         "bf16(src[i] · s), the product exact in binary32 then one rounding (as SCALE, the "
@@ -833,19 +848,14 @@ def dequantize_mem_int32(v, row_scale_bits, scale_bits):
 
 def _proposed_ranges(cmd):
     op, n = VaOpcode(cmd.op), cmd.length
-    if op == VaOpcode.CVT_F32:
-        return [(cmd.src, 4 * n, 4), (cmd.dst, 2 * n, 2)]
-    if op in (VaOpcode.MUL_MEM, VaOpcode.ADD_MEM):
-        return [(cmd.src, 2 * n, 2), (cmd.src2, 2, 2), (cmd.dst, 2 * n, 2)]
     if op == VaOpcode.DEQUANTIZE_MEM:
         return [(cmd.src, 4 * n, 4), (cmd.src2, 4, 4), (cmd.dst, 2 * n, 2)]
-    if op == VaOpcode.TOPK_WIDE:
-        return [(cmd.src, 2 * n, 2), (cmd.dst, 2 * cmd.k, 2), (cmd.dst2, 4 * cmd.k, 4)]
-    return [(cmd.src, 2 * n, 2), (cmd.dst, 2 * n, 2)]
+    return [(cmd.src, 2 * n, 2), (cmd.dst, 2 * cmd.k, 2), (cmd.dst2, 4 * cmd.k, 4)]   # TOPK_WIDE
 
 
 def execute_proposed(cmd, mem, lanes=32):
-    """:func:`execute`, extended by the :data:`PROPOSED_OPCODES` commands (same checks:
+    """:func:`execute`, extended by the :data:`PROPOSED_OPCODES` commands, DEQUANTIZE_MEM
+    and TOPK_WIDE (every other command goes to :func:`execute`; the same checks:
     BAD_COMMAND for LENGTH or K out of range or a range reaching 2**48, then MISALIGNED)."""
     if cmd.op not in PROPOSED_OPCODES:
         return execute(cmd, mem, lanes)
@@ -861,15 +871,7 @@ def execute_proposed(cmd, mem, lanes=32):
         if addr % align:
             return ErrorCode.MISALIGNED, addr & 0xFFFFFFFF
     bf = lambda addr, count=n: _load(mem, addr, count, np.uint16)
-    if op == VaOpcode.RECIP:
-        _store(mem, cmd.dst, recip_bf16(bf(cmd.src)))
-    elif op == VaOpcode.CVT_F32:
-        _store(mem, cmd.dst, f32_to_bf16(_load(mem, cmd.src, n, np.uint32)))
-    elif op == VaOpcode.MUL_MEM:
-        _store(mem, cmd.dst, mul_mem_bf16(bf(cmd.src), bf(cmd.src2, 1)[0]))
-    elif op == VaOpcode.ADD_MEM:
-        _store(mem, cmd.dst, add_mem_bf16(bf(cmd.src), bf(cmd.src2, 1)[0]))
-    elif op == VaOpcode.DEQUANTIZE_MEM:
+    if op == VaOpcode.DEQUANTIZE_MEM:
         _store(mem, cmd.dst, dequantize_mem_int32(_load(mem, cmd.src, n, np.int32),
                                                   _load(mem, cmd.src2, 1, np.uint32)[0], cmd.scalar))
     else:

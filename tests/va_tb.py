@@ -303,7 +303,7 @@ async def performance(dut):
 
 @cocotb.test()
 async def functions_exhaustive(dut):
-    """EXP and SILU over every bf16 bit pattern (one 65 536-element command each) on
+    """EXP, SILU and RECIP over every bf16 bit pattern (one 65 536-element command each) on
     Verilator, bit for bit against the golden model whose bounds are checked
     exhaustively in tests/test_golden_va.py; on Icarus a random 2048-pattern vector."""
     bench, rng = await new_bench(dut, window=(0x7F00_0000_0000, 1 << 19))
@@ -311,7 +311,7 @@ async def functions_exhaustive(dut):
     if ICARUS:
         patterns = np.array(rng.sample(range(65536), 2048), np.uint16)
     n = len(patterns)
-    for op in (VaOpcode.EXP, VaOpcode.SILU):
+    for op in (VaOpcode.EXP, VaOpcode.SILU, VaOpcode.RECIP):
         src = bench.origin + 2 * rng.randrange(0, 1000)
         dst = bench.origin + (1 << 18) + 2 * rng.randrange(0, 1000)
         bench.place(src, patterns[rng.sample(range(n), n)] if rng.random() < 0.5 else patterns)
@@ -432,6 +432,87 @@ async def row_refusals(dut):
     for cmd in cases:
         await bench.check(cmd)
     await bench.check(row_command(bench, rng, VaOpcode.TOPK, 50))
+
+
+# The layer program's commands: RECIP (its exhaustive run is in functions_exhaustive),
+# CVT_F32, MUL_MEM, ADD_MEM.
+PROGRAM_OPS = (VaOpcode.RECIP, VaOpcode.CVT_F32, VaOpcode.MUL_MEM, VaOpcode.ADD_MEM)
+F32_EDGES = [0x00000000, 0x80000000, 0x00000001, 0x807FFFFF, 0x00800000, 0x7F7FFFFF,
+             0xFF7FFFFF, 0x7F800000, 0xFF800000, 0x7FC00000, 0x7F800001, 0xFFFFFFFF,
+             0x3F808000, 0x3F818000, 0x3F808001, 0xBF80FFFF, 0x007FFFFF, 0x7F7F8000]
+"""binary32 edges for CVT_F32: zeros, subnormals, the largest finite (rounding to inf),
+infinities, NaNs, halfway cases to even (down and up), just above a half."""
+
+
+def program_command(bench, rng, op, n, *, aligned=False, scalar=None):
+    """A CVT_F32 (binary32 source: random bits with edges, or normal values), MUL_MEM /
+    ADD_MEM (the scalar at SRC2: random bits unless ``scalar``) or RECIP (random bits)
+    at random element-aligned places."""
+    region = bench.size // 4
+    cvt = op == VaOpcode.CVT_F32
+    def place(mask, nbytes):
+        return bench.origin + (rng.randrange(0, region - nbytes - 64)
+                               & ~(BUS - 1 if aligned else mask))
+    cmd = VaCommand(op, n, src=place(3 if cvt else 1, 4 * n), src2=region + place(1, 2),
+                    dst=2 * region + place(1, 2 * n))
+    gen = np.random.default_rng(rng.getrandbits(32))
+    if cvt:
+        bits = gen.integers(0, 1 << 32, n, dtype=np.uint64).astype(np.uint32)
+        normal = (gen.standard_normal(n) * 10.0 ** rng.uniform(-3, 3)).astype(np.float32)
+        values = np.where(gen.random(n) < 0.5, bits, normal.view(np.uint32))
+        edges = np.array(F32_EDGES, np.uint32)[gen.integers(0, len(F32_EDGES), n)]
+        bench.place(cmd.src, np.where(gen.random(n) < 0.2, edges, values).astype(np.uint32))
+    else:
+        bench.place(cmd.src, bf16_values(rng, n, rng.choice(("normal", "bits", "ties"))))
+    if scalar is not None:
+        bench.place(cmd.src2, np.array([scalar], np.uint16))
+    return cmd
+
+
+@cocotb.test()
+async def program_commands(dut):
+    """CVT_F32, MUL_MEM, ADD_MEM and RECIP at lengths 1, L-1, L, L+1 and random ones,
+    random alignments (SRC2 anywhere in its bus word), random bits and normal values;
+    MUL_MEM / ADD_MEM by ±0, ±inf, NaN, a subnormal and 1.5 too; then the refusals
+    (bad LENGTH, misaligned SRC / SRC2 / DST, a range reaching 2**48, and the order of
+    the checks: a range past 2**48 before a misaligned address, SRC before SRC2 before
+    DST): the golden model's code and ERR_ADDR, no access, nothing written."""
+    bench, rng = await new_bench(dut)
+    lengths = [1, L - 1, L, L + 1, 2 * L + 3, rng.randrange(2, 300 if ICARUS else 1500)]
+    for op in PROGRAM_OPS:
+        for n in lengths:
+            await bench.check(program_command(bench, rng, op, n, aligned=n == L))
+    for op in (VaOpcode.MUL_MEM, VaOpcode.ADD_MEM):
+        for s in (0x0000, 0x8000, 0x7F80, 0xFF80, 0x7FC1, 0x0040, 0x3FC0):
+            await bench.check(program_command(bench, rng, op, rng.randrange(1, 3 * L), scalar=s))
+    o = bench.origin
+    top = 1 << 48
+    cases = []
+    for op in PROGRAM_OPS:
+        two = op in (VaOpcode.MUL_MEM, VaOpcode.ADD_MEM)
+        wide = 4 if op == VaOpcode.CVT_F32 else 2
+        odd = wide // 2                         # an address not a multiple of the element
+        cases += [
+            VaCommand(op, 0, src=o, src2=o + 512, dst=o + 1024),
+            VaCommand(op, 65537, src=o, src2=o + 512, dst=o + 1024),
+            VaCommand(op, 8, src=o + odd, src2=o + 512, dst=o + 1024),
+            VaCommand(op, 8, src=o, src2=o + 512, dst=o + 1025),
+            VaCommand(op, 8, src=top - 8 * wide + 2, src2=o + 512, dst=o + 1024),
+            VaCommand(op, 8, src=o, src2=o + 512, dst=top - 14),
+            VaCommand(op, 8, src=o + odd, src2=o + 512, dst=top - 14),    # range first
+            VaCommand(op, 8, src=o + odd, src2=o + 513, dst=o + 1025),    # SRC first
+        ]
+        if two:
+            cases += [
+                VaCommand(op, 8, src=o, src2=o + 513, dst=o + 1024),
+                VaCommand(op, 8, src=o, src2=o + 513, dst=o + 1025),      # SRC2 before DST
+                VaCommand(op, 8, src=o, src2=top - 1, dst=o + 1024),
+                VaCommand(op, 8, src=o + 1, src2=top - 1, dst=o + 1024),  # range first
+                VaCommand(op, 8, src=o, src2=top - 2, dst=top - 14),      # SRC2 fits, DST not
+            ]
+    for cmd in cases:
+        await bench.check(cmd)
+    await bench.check(program_command(bench, rng, VaOpcode.MUL_MEM, 50))
 
 
 # ---------------------------------------------------------------------------------------

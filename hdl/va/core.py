@@ -2,14 +2,15 @@
 
 Data flow of one command::
 
-    elementwise (ADD, MUL, SCALE) and SUM (one result):
+    elementwise (ADD, MUL, SCALE; MUL_MEM, ADD_MEM: y is one word, the scalar at SRC2)
+    and SUM (one result):
       OperandReader ─► Realign ─┐ x
                     └► Realign ─┤ y ─► LaneEngine (a bus word a cycle) ─┐
     strided GATHER:                                                     ├─► StreamWriter
       StridedGather (one read per element, many in flight) ─────────────┘
-    row commands (EXP, SILU, DEQUANTIZE, SOFTMAX, RMSNORM, QUANTIZE, TOPK, MAX; fn_lanes
-    elements a cycle through the function units; a pass per read of the operands, see
-    hdl.va.rows):
+    row commands (EXP, SILU, DEQUANTIZE, SOFTMAX, RMSNORM, QUANTIZE, TOPK, MAX, RECIP,
+    CVT_F32; fn_lanes elements a cycle through the function units; a pass per read of
+    the operands, see hdl.va.rows):
       OperandReader ─► Realign ─► RowUnit ─► StreamWriter (again at DST2: QUANTIZE, TOPK)
     CLAMP, SOFTPLUS, SQRT (fn_lanes elements a cycle, a pipeline that never stalls):
       OperandReader ─► Realign ─► [WidthAdapter ─►] ExtUnit (hdl.va.extfunc) ─► StreamWriter
@@ -57,7 +58,8 @@ VALID_DATA_WIDTH = (64, 128, 256, 512)
 RTL_OPCODES = (VaOpcode.GATHER, VaOpcode.SCATTER, VaOpcode.ADD, VaOpcode.MUL, VaOpcode.SCALE,
                VaOpcode.EXP, VaOpcode.SILU, VaOpcode.SUM, VaOpcode.MAX, VaOpcode.SOFTMAX,
                VaOpcode.RMSNORM, VaOpcode.QUANTIZE, VaOpcode.DEQUANTIZE, VaOpcode.TOPK,
-               VaOpcode.ROPE, *INDEXED_OPCODES) + EXT_OPCODES
+               VaOpcode.ROPE, VaOpcode.RECIP, VaOpcode.CVT_F32, VaOpcode.MUL_MEM,
+               VaOpcode.ADD_MEM, *INDEXED_OPCODES) + EXT_OPCODES
 """The commands this RTL runs; START refuses the others with BAD_COMMAND."""
 
 
@@ -127,6 +129,8 @@ class VectorCore(wiring.Component):
         rms, topk = cmd.op == VaOpcode.RMSNORM, cmd.op == VaOpcode.TOPK
         quant, dequant = cmd.op == VaOpcode.QUANTIZE, cmd.op == VaOpcode.DEQUANTIZE
         rope = cmd.op == VaOpcode.ROPE
+        wide_src = dequant | (cmd.op == VaOpcode.CVT_F32)    # int32 / binary32 at SRC
+        bcast = (cmd.op == VaOpcode.MUL_MEM) | (cmd.op == VaOpcode.ADD_MEM)
         one_dst = is_sum | is_max | quant | topk
         size = Signal(3)
         m.d.comb += size.eq(1 << cmd.esize)
@@ -138,9 +142,10 @@ class VectorCore(wiring.Component):
             (cmd.src, n << cmd.esize, size - 1, scatter),
             (cmd.dst, n << cmd.esize, size - 1, gather),
             (cmd.dst, span, size - 1, scatter),
-            (cmd.src, n << 1, 1, ~moves & ~dequant),
-            (cmd.src, n << 2, 3, dequant),
+            (cmd.src, n << 1, 1, ~moves & ~wide_src),
+            (cmd.src, n << 2, 3, wide_src),
             (cmd.src2, n << 1, 1, two | rms),
+            (cmd.src2, 2, 1, bcast),
             (cmd.src2, n, 1, rope),
             (cmd.src3, n, 1, rope),
             (cmd.dst, n << 1, 1, ~moves & ~one_dst),
@@ -220,6 +225,8 @@ class VectorCore(wiring.Component):
         rms, dequant = cmd.op == VaOpcode.RMSNORM, cmd.op == VaOpcode.DEQUANTIZE
         quant, topk = cmd.op == VaOpcode.QUANTIZE, cmd.op == VaOpcode.TOPK
         rope = cmd.op == VaOpcode.ROPE
+        wide_src = dequant | (cmd.op == VaOpcode.CVT_F32)
+        bcast = (cmd.op == VaOpcode.MUL_MEM) | (cmd.op == VaOpcode.ADD_MEM)
         split = rope & cmd.split_half
         is_sum, is_max = cmd.op == VaOpcode.SUM, cmd.op == VaOpcode.MAX
         two = (cmd.op == VaOpcode.ADD) | (cmd.op == VaOpcode.MUL)
@@ -246,12 +253,13 @@ class VectorCore(wiring.Component):
         # Bytes of each contiguous operand: bf16 vectors, int32 (DEQUANTIZE), a scatter's
         # packed elements; ROPE's cos and sin (half of x), split-half: x[:n/2], x[n/2:].
         nbytes = Signal(range(4 * MAX_LENGTH + 1))
-        m.d.comb += nbytes.eq(Mux(scatter, n << cmd.esize, Mux(dequant, n << 2,
+        m.d.comb += nbytes.eq(Mux(scatter, n << cmd.esize, Mux(wide_src, n << 2,
                                                                 Mux(split, n, n << 1))))
         src_hi = Signal(PHYS_ADDR_BITS)
         m.d.comb += src_hi.eq(cmd.src + n)
         operands = ((cmd.src, nbytes, ~gather & ~indexed),
-                    (cmd.src2, Mux(rope, n, n << 1), two | (rms & rows.use_y) | rope),
+                    (cmd.src2, Mux(rope, n, Mux(bcast, 2, n << 1)),
+                     two | (rms & rows.use_y) | rope | bcast),
                     (cmd.src3, n, rope), (src_hi, n, split))
         for i, (addr, size, used) in enumerate(operands):
             realign = Realign(width)

@@ -576,6 +576,7 @@ class UnaryUnit(wiring.Component):
         rmsnorm = op == VaOpcode.RMSNORM
         quantize = op == VaOpcode.QUANTIZE
         dequantize = op == VaOpcode.DEQUANTIZE
+        recip, cvt_f32 = op == VaOpcode.RECIP, op == VaOpcode.CVT_F32
         words_in = Signal(vec)
         gammas = Signal(vec)
         ints = Signal(data.ArrayLayout(32, lanes // 2))
@@ -597,7 +598,12 @@ class UnaryUnit(wiring.Component):
             g16 = gammas[lane]
             g16 = Mux(g16[7:15] == 0, Cat(Const(0, 15), g16[15]), g16)
             low = silu & x16[15] & (x16[:15] > 0x4180) & (x16[:15] <= 0x7F80)
-            token = st.keep(x=x, g=g16, low=low)
+            # CVT_F32: the binary32 as it is, a NaN made canonical
+            kept = {"x": x, "g": g16, "low": low}
+            if lane < lanes // 2:
+                f = Value.cast(ints[lane])
+                kept["f"] = Mux((f[23:31] == 0xFF) & (f[:23] != 0), F32_CANONICAL_NAN, f)
+            token = st.keep(**kept)
             branch = st.fork()
             cvt = int32_to_f32(m, ints[lane], f"cvt{lane}", branch) if lane < lanes // 2 else 0
             diff = f32_add_staged(m, x, neg_m, f"sub{lane}", st)
@@ -605,7 +611,7 @@ class UnaryUnit(wiring.Component):
             v = st.take(token)
             value = Mux(softmax, diff, v["x"])
             if lane < lanes // 2:
-                value = Mux(dequantize, cvt, value)
+                value = Mux(dequantize, cvt, Mux(cvt_f32, v["f"], value))
             v = st({"x": value, "g": v["g"], "low": v["low"]})
             # Part 1: the exp unit on x, -x (SILU) or x - m (SOFTMAX).
             arg = Mux(silu & ~v["low"], v["x"] ^ 0x80000000, v["x"])
@@ -614,19 +620,23 @@ class UnaryUnit(wiring.Component):
             # The multipliers' operands are chosen before the register in front of them:
             # the opcode's decode and a multiplexer in front of a MULT18X18D (and the
             # small products in logic) took 14–15 ns (tools/unit_timing.py).
-            v = st({"e": e, "xe_b": Mux(rmsnorm, self.c, e), **st.take(token)})
-            # Part 2: 1 + e; x·e (SILU's low branch) or x·c (RMSNORM).
+            w = st.take(token)
+            # RECIP: the adder passes x (x + -0 = x) to the reciprocal
+            v = st({"e": e, "xe_b": Mux(rmsnorm, self.c, e),
+                    "da": Mux(recip, w["x"], F32_ONE), "db": Mux(recip, 0x80000000, e), **w})
+            # Part 2: 1 + e (RECIP: x); x·e (SILU's low branch) or x·c (RMSNORM).
             token = st.keep(x=v["x"], g=v["g"], low=v["low"], e=v["e"])
             branch = st.fork()
             xe = f32_mul(m, v["x"], v["xe_b"], f"xe{lane}", branch)
-            d = f32_add_staged(m, Const(F32_ONE, 32), v["e"], f"den{lane}", st)
+            d = f32_add_staged(m, v["da"], v["db"], f"den{lane}", st)
             (xe,), (d,) = (v.values() for v in st.join(branch, {"xe": xe}, {"d": d}))
             v = st({"d": d, "xe": xe, **st.take(token)})
-            # Part 3: the reciprocal of 1 + e.
+            # Part 3: the reciprocal of 1 + e (RECIP: of x; 1 · r is r, never subnormal).
             token = st.keep(x=v["x"], g=v["g"], e=v["e"], xe=v["xe"], low=v["low"])
             r = recip_f32(m, v["d"], f"rcp{lane}", st)
             w = st.take(token)
-            v = st({"ya": Mux(softmax, w["e"], w["x"]), "yb": Mux(silu, r, self.c),
+            v = st({"ya": Mux(softmax, w["e"], Mux(recip, F32_ONE, w["x"])),
+                    "yb": Mux(silu | recip, r, self.c),
                     "lb": Mux(rmsnorm, Cat(Const(0, 16), w["g"]), Const(F32_2M64, 32)), **w})
             # Part 4: the last products, rounding to bf16 (int8 for QUANTIZE).
             token = st.keep(x=v["x"], e=v["e"], low=v["low"])
@@ -640,7 +650,9 @@ class UnaryUnit(wiring.Component):
             y = Mux(silu & (v["x"] == 0xFF800000), Const(0x80000000, 32), y)
             branch = st.fork()
             quant = f32_to_int8(m, v["y_high"], f"q{lane}", branch)
-            v = st({"y": Mux(op == VaOpcode.EXP, v["e"], y), "e": v["e"]})
+            # EXP: e; CVT_F32: x (rounded on its bits, not flushed by a product)
+            v = st({"y": Mux((op == VaOpcode.EXP) | cvt_f32, Mux(cvt_f32, v["x"], v["e"]), y),
+                    "e": v["e"]})
             theirs, v = st.join(branch, {"q": quant}, v)
             v = {**v, "q": theirs["q"]}
             m.d.comb += [out[lane].eq(f32_to_bf16(v["y"])), e_out[lane].eq(v["e"])]
@@ -649,7 +661,7 @@ class UnaryUnit(wiring.Component):
         assert len(depths) == 1
         with m.If(quantize):
             m.d.comb += out.eq(Cat(*q))
-        with m.Elif(dequantize):
+        with m.Elif(dequantize | cvt_f32):
             m.d.comb += out.as_value()[8 * lanes:].eq(0)
         credit_pipeline(m, self.i, self.o, Cat(out, e_out), depths.pop())
         return m

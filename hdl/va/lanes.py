@@ -39,8 +39,9 @@ def check_engine(lanes, width):
 class LaneEngine(wiring.Component):
     """bf16 elementwise operations and SUM, ``width`` elements a cycle, for a VA of
     ``lanes`` lanes (L; ``width`` lanes of hardware, default L): ADD (x + y), MUL
-    (x · y), SCALE (x · scalar), and SUM over ``count`` elements (MAX is TOPK's, in
-    :class:`hdl.va.rows.RowUnit`).
+    (x · y), SCALE (x · scalar), MUL_MEM / ADD_MEM (x · s, x + s: s is lane 0 of the one
+    word ``y`` carries, taken before the first beat of x), and SUM over ``count``
+    elements (MAX is TOPK's, in :class:`hdl.va.rows.RowUnit`).
     The streams carry ``width`` elements a beat, element i of the operand in lane
     i mod ``width`` of beat i // ``width``; the VA gives it the bus words
     (``width`` = DATA_WIDTH/16), so the engine runs at the memory's rate with the adders
@@ -55,7 +56,8 @@ class LaneEngine(wiring.Component):
     adder follows in six stages (``f32_add_pipelined(deep=True)``), then the rounding to
     bf16. A beat is taken only when the output FIFO (:data:`FIFO_DEPTH` beats) has room
     for it beside every beat in flight, so back-pressure never has to stop the pipeline.
-    ``y`` is used (and waited for) only by ADD and MUL.
+    ``y`` is used (and waited for) only by ADD and MUL (a beat each beat of x), MUL_MEM
+    and ADD_MEM (one beat).
 
     SUM (golden.va.sum_bf16) keeps the golden model's D·L binary32 partial sums (D =
     ``SUM_INTERLEAVE``, 8), element i in partial i mod D·L: partial k lives in lane
@@ -101,10 +103,19 @@ class LaneEngine(wiring.Component):
         lanes = self.width
         # The operation's control, decoded into registers (the lanes' selects have
         # their own copies, below).
-        two, reduce = Signal(), Signal()
+        two, reduce, bcast = Signal(), Signal(), Signal()
         op = self.op
         m.d.sync += [two.eq((op == VaOpcode.ADD) | (op == VaOpcode.MUL)),
-                     reduce.eq(op == VaOpcode.SUM)]
+                     reduce.eq(op == VaOpcode.SUM),
+                     bcast.eq((op == VaOpcode.MUL_MEM) | (op == VaOpcode.ADD_MEM))]
+        # The second operand of SCALE, MUL_MEM and ADD_MEM: SCALAR, or lane 0 of the one
+        # word of ``y`` (the bf16 at SRC2), taken before the first beat of x.
+        b_scalar = Signal(16)
+        got_s = Signal()
+        with m.If(~bcast):
+            m.d.sync += b_scalar.eq(self.scalar)
+        with m.Elif(self.y.valid & ~got_s):
+            m.d.sync += [b_scalar.eq(self.y.payload[0]), got_s.eq(1)]
 
         m.submodules.fifo = out_fifo = fifo.SyncFIFOBuffered(width=16 * lanes,
                                                             depth=self.FIFO_DEPTH)
@@ -112,7 +123,7 @@ class LaneEngine(wiring.Component):
                      out_fifo.r_en.eq(self.o.ready)]
         # Room in the FIFO for a beat beside those in flight.
         free = Signal(range(self.FIFO_DEPTH + 1), init=self.FIFO_DEPTH)
-        have = self.x.valid & (self.y.valid | ~two)
+        have = self.x.valid & (self.y.valid | ~two) & (got_s | ~bcast)
 
         partials = SUM_INTERLEAVE * self.lanes
         words = partials // lanes             # SUM: words of partials in the memories
@@ -129,7 +140,7 @@ class LaneEngine(wiring.Component):
         accumulating = reduce & (phase == 0) & ~rest
         take = Signal()
         m.d.comb += take.eq(Mux(reduce, accumulating & self.x.valid, have & (free != 0)))
-        m.d.comb += [self.x.ready.eq(take), self.y.ready.eq(take & two)]
+        m.d.comb += [self.x.ready.eq(take), self.y.ready.eq((take & two) | (bcast & ~got_s))]
         reduce_take = take & reduce
         last_vector = seen + lanes >= self.count
 
@@ -186,8 +197,10 @@ class LaneEngine(wiring.Component):
         # one copy for all would drive every lane's 64 operand bits across the unit.
         selects = {"use_acc": (op == VaOpcode.SUM) & (phase != 1),
                    "use_pair": (op == VaOpcode.SUM) & (phase == 1),
-                   "first_d": first, "odd_d": vec[0], "is_add": op == VaOpcode.ADD,
-                   "scale": op == VaOpcode.SCALE}
+                   "first_d": first, "odd_d": vec[0],
+                   "is_add": (op == VaOpcode.ADD) | (op == VaOpcode.ADD_MEM),
+                   "scale": ((op == VaOpcode.SCALE) | (op == VaOpcode.MUL_MEM)
+                             | (op == VaOpcode.ADD_MEM))}
 
         def lane_copies(lane):
             regs = {}
@@ -207,7 +220,7 @@ class LaneEngine(wiring.Component):
         for lane in range(lanes):
             sel = lane_copies(lane)
             a = self.x.payload[lane]
-            b = Mux(sel["scale"], self.scalar, self.y.payload[lane])
+            b = Mux(sel["scale"], b_scalar, self.y.payload[lane])
             # Stage 0: the product of the significands (a multiplier block of its own).
             a0, b0 = Signal(16, name=f"a0_{lane}"), Signal(16, name=f"b0_{lane}")
             sig = Signal(16, name=f"sig{lane}")

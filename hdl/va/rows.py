@@ -8,6 +8,9 @@ command     passes over x (each reads the operand again)  between / after the pa
 =========== ============================================ ==================================
 EXP, SILU   1: the pipeline, results out
 DEQUANTIZE  1: int32 → binary32 · SCALAR, results out
+RECIP       1: the pipeline's reciprocal of x, results out
+CVT_F32     1: binary32 → bf16 (rounded on its bits),
+            results out
 SOFTMAX     1: max; 2: exact sum of exp(x - max);          recip of the sum
             3: exp(x - max) · recip, results out
 RMSNORM     1: largest exponent; 2: exact sum of the        ms = sum/n, rsqrt(ms + eps)
@@ -56,7 +59,8 @@ from spec.va import FIX, MAX_K, MAX_LENGTH, RECIP_127, SUM_FRAC
 __all__ = ["ROW_OPCODES", "RowUnit", "RopeLanes", "MAX_K"]
 
 ROW_OPCODES = (VaOpcode.EXP, VaOpcode.SILU, VaOpcode.DEQUANTIZE, VaOpcode.SOFTMAX,
-               VaOpcode.RMSNORM, VaOpcode.QUANTIZE, VaOpcode.TOPK, VaOpcode.MAX, VaOpcode.ROPE)
+               VaOpcode.RMSNORM, VaOpcode.QUANTIZE, VaOpcode.TOPK, VaOpcode.MAX, VaOpcode.ROPE,
+               VaOpcode.RECIP, VaOpcode.CVT_F32)
 """The commands :class:`RowUnit` runs."""
 
 SUM_BITS = 58               # 65 536 terms below 2**41
@@ -262,13 +266,14 @@ class RowUnit(wiring.Component):
         is_max, rope = op == VaOpcode.MAX, op == VaOpcode.ROPE
         topk = (op == VaOpcode.TOPK) | is_max
         split = rope & self.split
-        packed = quantize | dequantize           # half a word of results per input word
+        cvt_f32 = op == VaOpcode.CVT_F32
+        packed = quantize | dequantize | cvt_f32  # half a word of results per input word
         writes_dst2 = quantize | (topk & ~is_max)
         has_second = writes_dst2 | split         # done only at the end of the FSM
 
         n = self.n
         src_bytes = Signal(range(4 * MAX_LENGTH + 1))
-        m.d.comb += src_bytes.eq(Mux(dequantize, n << 2, Mux(split, n, n << 1)))
+        m.d.comb += src_bytes.eq(Mux(dequantize | cvt_f32, n << 2, Mux(split, n, n << 1)))
         total = Signal(range(4 * MAX_LENGTH // bb + 2))
         m.d.comb += total.eq((src_bytes + bb - 1) >> exact_log2(bb))
 

@@ -237,3 +237,35 @@ def test_unary_unit_under_backpressure(op):
     if op == VaOpcode.EXP:
         e = golden.exp_f32(golden.bf16_in(x))
         check("EXP e", exps, e, x)
+
+
+def test_unary_unit_recip():
+    """RECIP through UnaryUnit (the reciprocal after the adder's x + -0): golden.va
+    recip_bf16 on random bf16 patterns and the edges (±0, ±inf, NaN, subnormals, the
+    largest exponents, powers of two), with input gaps and output stalls (the cocotb
+    regression runs all 65 536 patterns)."""
+    rng = np.random.default_rng(22)
+    edges = [0x0000, 0x8000, 0x0001, 0x807F, 0x0080, 0x7F80, 0xFF80, 0x7FC0, 0xFFC1, 0x3F80,
+             0xBF80, 0x7F00, 0x7F7F, 0xFEFF, 0x7E80, 0x4000, 0x3F81, 0x00FF]
+    x = np.concatenate([np.array(edges, np.uint16),
+                        rng.integers(0, 65536, 142).astype(np.uint16)])
+    got, _ = run_unary(VaOpcode.RECIP, x)
+    check("RECIP", got.astype(np.uint32), golden.recip_bf16(x).astype(np.uint32), x)
+
+
+def test_unary_unit_cvt_f32():
+    """CVT_F32 through UnaryUnit: a word of binary32 in, their bf16 in the low half of
+    the word out (the upper half zero), bit for bit golden.va.f32_to_bf16: nearest even
+    on the bits (subnormals included), NaN 0x7FC0; input gaps and output stalls."""
+    rng = np.random.default_rng(23)
+    f = np.concatenate([np.array(EDGES, np.uint32),
+                        np.array([0x3F808000, 0x3F818000, 0x3F808001, 0x7F7F8000, 0x00007FFF,
+                                  0x80018000, 0x7F800001, 0xFFFFFFFF], np.uint32),
+                        rng.integers(0, 1 << 32, 207, dtype=np.uint64).astype(np.uint32)])
+    f = f[:len(f) // 2 * 2]
+    words = f.view(np.uint16)           # two bf16 slots per binary32, as the bus carries it
+    got, _ = run_unary(VaOpcode.CVT_F32, words)
+    got = got.reshape(-1, 4)
+    assert not got[:, 2:].any(), "the upper half of a CVT_F32 word is not zero"
+    expect = golden.f32_to_bf16(f)
+    check("CVT_F32", got[:, :2].ravel().astype(np.uint32), expect.astype(np.uint32), f)

@@ -186,3 +186,56 @@ def test_sum_order_is_visible():
     for other in (lambda lanes: lanes // D, lambda lanes: lanes // 2, lambda lanes: 2 * lanes):
         assert any(golden.sum_bf16(bits, other(lanes)) != golden.sum_bf16(bits, lanes)
                    for bits, lanes in zip(long_cases, lanes_of, strict=True))
+
+
+@pytest.mark.parametrize("op, width, s", [
+    (VaOpcode.MUL_MEM, None, 0x3FC0), (VaOpcode.MUL_MEM, 4, 0x7F80),
+    (VaOpcode.MUL_MEM, None, 0x0040), (VaOpcode.ADD_MEM, None, 0x8000),
+    (VaOpcode.ADD_MEM, 4, 0x7FC1), (VaOpcode.ADD_MEM, None, None)],
+    ids=["MUL_MEM-1.5", "MUL_MEM-narrow-inf", "MUL_MEM-subnormal", "ADD_MEM--0",
+         "ADD_MEM-narrow-nan", "ADD_MEM-random"])
+def test_scalar_from_memory(op, width, s):
+    """MUL_MEM / ADD_MEM: the one word on ``y`` (offered late, lane 0 the scalar, the
+    other lanes random) is taken once, before the first beat of x; then x beats with
+    random gaps and output back-pressure give golden.va mul_mem_bf16 / add_mem_bf16 of
+    that lane-0 value; the SCALAR input (random) is not used."""
+    rng = np.random.default_rng(int(op) * 7 + (s or 1))
+    dut = LaneEngine(LANES, width)
+    vectors = 10
+    x = rng.integers(0, 1 << 16, (vectors, dut.width)).astype(np.uint16)
+    y = rng.integers(0, 1 << 16, dut.width).astype(np.uint16)
+    if s is not None:
+        y[0] = s
+    out, y_beats = [], []
+
+    async def bench(ctx):
+        ctx.set(dut.op, op)
+        ctx.set(dut.scalar, int(rng.integers(0, 1 << 16)))
+        await ctx.tick()
+        sent = 0
+        for cycle in range(500):
+            if len(out) == vectors:
+                break
+            if sent < vectors:
+                ctx.set(dut.x.payload, [int(v) for v in x[sent]])
+            ctx.set(dut.x.valid, sent < vectors and rng.random() < 0.7)
+            ctx.set(dut.y.payload, [int(v) for v in y])
+            ctx.set(dut.y.valid, not y_beats and cycle >= 3)
+            ctx.set(dut.o.ready, rng.random() < 0.6)
+            took = ctx.get(dut.x.valid) and ctx.get(dut.x.ready)
+            if cycle < 3:
+                assert not took, "x taken before the scalar"
+            if ctx.get(dut.y.valid) and ctx.get(dut.y.ready):
+                y_beats.append(cycle)
+            if ctx.get(dut.o.valid) and ctx.get(dut.o.ready):
+                out.append([int(v) for v in ctx.get(dut.o.payload)])
+            await ctx.tick()
+            sent += bool(took)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert len(y_beats) == 1
+    fn = golden.mul_mem_bf16 if op == VaOpcode.MUL_MEM else golden.add_mem_bf16
+    assert np.array_equal(np.array(out, np.uint16), fn(x, y[0]))

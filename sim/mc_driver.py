@@ -1,7 +1,7 @@
 """Host-level cocotb driver of the ``v4hw_mc`` top: :class:`McBench`.
 
 A bench owns the clock and reset, an ``AxiLiteMaster`` with the register helper, the
-memory on ``m_axi_gmem`` (:class:`sim.ma_driver.GmemModel`: latency, error ranges, AXI
+memory on ``m_axi_gmem`` (:class:`sim.bfm.GmemModel`: latency, error ranges, AXI
 rule checks, pause generators on all five channels) and one :class:`Client` per client
 channel. One coroutine runs every client, once a cycle at the falling edge of
 ``ap_clk``: it reads what the MC drives (response items, credit pulses), checks it, and
@@ -35,7 +35,7 @@ from hdl.mc import regmap
 from hdl.mc.channel import RequestLayout, ResponseLayout, WriteWordLayout
 from spec.codes import BlockId, ErrorCode, McOp
 
-from .ma_driver import PERIOD_NS, GmemModel, Timing, random_pauses
+from .bfm import PERIOD_NS, GmemModel, Timing, random_pauses
 from .regs import Registers
 
 __all__ = ["McBench", "Client", "Request", "MC_GTKW_GROUPS"]

@@ -1,8 +1,8 @@
 """Host-level cocotb driver of the ``v4hw_va`` top: :class:`VaBench`.
 
-The bench reuses the MA's memory model and cycle bookkeeping (:mod:`sim.ma_driver`:
-:class:`~sim.ma_driver.GmemModel` with its latency, error ranges, burst log and AXI4 rule
-checks; :class:`~sim.ma_driver.Timing`) and adds the VA's host view: a *window* of
+The bench uses the shared memory model and cycle bookkeeping (:mod:`sim.bfm`:
+:class:`~sim.bfm.GmemModel` with its latency, error ranges, burst log and AXI4 rule
+checks; :class:`~sim.bfm.Timing`) and adds the VA's host view: a *window* of
 physical memory filled with random bytes, commands written to the registers by name
 (:mod:`sim.regs`), and :meth:`VaBench.check`, which runs one command and compares its
 outcome, ERR_ADDR and every byte of the window with :func:`golden.va.execute`.
@@ -22,7 +22,7 @@ from hdl.top.va import caps_word
 from hdl.va import regmap
 from spec.codes import BlockId, ErrorCode
 
-from .ma_driver import PERIOD_NS, GmemModel, Timing, random_pauses
+from .bfm import PERIOD_NS, GmemModel, Timing, random_pauses
 from .regs import Registers
 
 __all__ = ["VA_GTKW_GROUPS", "VaOutcome", "VaBench"]

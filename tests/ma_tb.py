@@ -15,7 +15,8 @@ from golden.ma import TatEntry, unpack_matrix
 from golden.ma import gemm as golden_gemm
 from hdl.common.axi import AxiResp
 from hdl.top.ma import MA_VERSION
-from sim.ma_driver import PAGE, Command, ErrorRange, MaBench, element_size
+from sim.bfm import PAGE, ErrorRange
+from sim.ma_driver import Command, MaBench, element_size
 from sim.seed import test_seed
 from spec.codes import ErrorCode, MaMode
 

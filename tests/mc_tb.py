@@ -13,7 +13,7 @@ import cocotb
 from hdl.mc.core import OUTSTANDING
 from hdl.mc.frontend import MAX_BURST
 from hdl.top.mc import MC_VERSION, caps_word
-from sim.ma_driver import ErrorRange
+from sim.bfm import ErrorRange
 from sim.mc_driver import McBench
 from sim.seed import test_seed
 from spec.codes import ErrorCode, McOp, TrafficClass

@@ -14,7 +14,7 @@ import numpy as np
 
 from golden.va import SUM_INTERLEAVE, VaCommand
 from hdl.va.core import RTL_OPCODES
-from sim.ma_driver import ErrorRange
+from sim.bfm import ErrorRange
 from sim.seed import test_seed
 from sim.va_driver import VaBench
 from spec.codes import ErrorCode, VaOpcode

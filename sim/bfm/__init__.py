@@ -1,0 +1,12 @@
+"""The testbench layer the block benches share: bus models and cycle bookkeeping.
+
+* :mod:`sim.bfm.clock`: :class:`Timing` (numbered rising edges), :func:`random_pauses`
+  and the bench clock's :data:`PERIOD_NS`;
+* :mod:`sim.bfm.axi_mem`: :class:`GmemModel`, the memory behind a block's ``m_axi_gmem``.
+"""
+
+from .axi_mem import PAGE, PHYS_BITS, ErrorRange, GmemModel, ReadBurst, WriteBurst
+from .clock import PERIOD_NS, Timing, random_pauses
+
+__all__ = ["PAGE", "PHYS_BITS", "PERIOD_NS", "ErrorRange", "GmemModel", "ReadBurst", "Timing",
+           "WriteBurst", "random_pauses"]

@@ -30,24 +30,21 @@ performed in cycle 0"); the START write's B response is taken two or more cycles
 
 import dataclasses
 import logging
-import random
 from dataclasses import dataclass
 
 import cocotb
 import numpy as np
-from cocotb.clock import Clock
-from cocotb.triggers import FallingEdge, First, RisingEdge, Timer
-from cocotbext.axi import AxiBus, AxiLiteBus, AxiLiteMaster
+from cocotb.triggers import FallingEdge
+from cocotbext.axi import AxiLiteBus
 from cocotbext.axi.axil_channels import AxiLiteAWMonitor, AxiLiteWMonitor
 
 from golden.ma import TAT_ENTRIES, TatEntry, pack_matrix, tat_check, tat_first_uncovered, unpack_matrix
 from golden.ma import gemm as golden_gemm
 from hdl.ma import regmap
 from hdl.top.ma import caps_word
-from spec.codes import ErrorCode, MaMode
+from spec.codes import BlockId, ErrorCode, MaMode
 
-from .bfm import PAGE, PERIOD_NS, GmemModel, Timing, random_pauses
-from .regs import Registers
+from .bfm import PAGE, CapsField, KernelBench
 
 __all__ = ["MA_GTKW_GROUPS", "MAX_DIM", "Command", "Outcome", "MaBench", "element_size"]
 
@@ -132,7 +129,7 @@ class Outcome:
     end_edge: int = None
 
 
-class MaBench:
+class MaBench(KernelBench):
     """Clock, reset, bus models and host-level operations for one ``v4hw_ma`` DUT.
 
     ``p``, ``data_width``: the DUT's parameters (checked against CAPS by
@@ -142,22 +139,18 @@ class MaBench:
     ``bus_log_level``: level of the bus models' loggers.
     """
 
+    BLOCK = BlockId.MA
+    REGMAP = regmap
+    CAPS_LAYOUT = (CapsField("P", 0, 8), CapsField("BUS_BYTES", 8, 8),
+                   CapsField("MAX_DIM", 16, 8), CapsField("TAT_ENTRIES", 24, 4))
+
     def __init__(self, dut, *, p=8, data_width=128, latency=20, write_latency=None,
                  rng=None, bus_log_level=logging.WARNING):
-        self.dut = dut
         self.p, self.data_width = p, data_width
-        self.rng = rng or random.Random(0)
-        self.timing = Timing(PERIOD_NS)
         # cocotbext-axi logs every register access and burst at INFO: pass
         # bus_log_level=logging.INFO to see them.
-        for prefix in ("s_axi_control", "m_axi_gmem"):
-            logging.getLogger(f"cocotb.{dut._name}.{prefix}").setLevel(bus_log_level)
-        self.axil = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axi_control"), dut.ap_clk,
-                                  dut.ap_rst_n, reset_active_level=False)
-        self.ram = GmemModel(AxiBus.from_prefix(dut, "m_axi_gmem"), dut.ap_clk, dut.ap_rst_n,
-                             self.timing, read_latency=latency,
-                             write_latency=latency if write_latency is None else write_latency)
-        self.regs = Registers(self.axil, regmap)
+        super().__init__(dut, rng=rng, bus_log_level=bus_log_level, memory=(
+            latency, latency if write_latency is None else write_latency))
         # Edges of AW and W handshakes on s_axi_control: they date the START write.
         self._control_writes = {"aw": [], "w": []}
         axil_write = AxiLiteBus.from_prefix(dut, "s_axi_control").write
@@ -166,8 +159,6 @@ class MaBench:
                 monitor(getattr(axil_write, kind), dut.ap_clk, dut.ap_rst_n,
                         reset_active_level=False), self._control_writes[kind]))
         self.tat = [NO_TAT_ENTRY] * TAT_ENTRIES
-        self._reset_edge = None
-        self._time_offset = 0
 
     async def _stamp(self, monitor, edges):
         while True:
@@ -175,39 +166,14 @@ class MaBench:
             edges.append(self.timing.edge())
 
     # -- clock, reset, time
-    async def start(self):
-        """Start the clock, reset the DUT for 8 cycles, check ID and CAPS."""
-        self.dut.ap_rst_n.value = 0
-        Clock(self.dut.ap_clk, PERIOD_NS, unit="ns").start()
-        await RisingEdge(self.dut.ap_clk)
-        self.timing.mark()
-        for _ in range(8):
-            await RisingEdge(self.dut.ap_clk)
-        await FallingEdge(self.dut.ap_clk)
-        self.dut.ap_rst_n.value = 1
-        await RisingEdge(self.dut.ap_clk)
-        self._reset_edge = self.timing.edge()
-        ident = await self.regs.read_fields("ID")
-        assert ident["BLOCK"] == 0x4D41, f"ID.BLOCK is {ident['BLOCK']:#x}, not the MA's"
-        caps = await self.regs.read("CAPS")
+    def expected_caps(self, caps):
+        """CAPS of ``caps_word(p, data_width)``; a ``p`` or ``data_width`` of ``None`` is
+        taken from CAPS."""
         if self.p is None:
-            self.p = caps & 0xFF
+            self.p = caps["P"]
         if self.data_width is None:
-            self.data_width = 8 * (caps >> 8 & 0xFF)
-        assert caps == caps_word(self.p, self.data_width), (
-            f"CAPS {caps:#x} is not that of P={self.p}, DATA_WIDTH={self.data_width}")
-
-    def timebase_at(self, edge):
-        """The timebase value a register samples at rising edge ``edge``."""
-        return edge - self._reset_edge + self._time_offset
-
-    def now(self):
-        """Timebase value at the latest rising edge."""
-        return self.timebase_at(self.timing.edge())
-
-    async def cycles(self, n):
-        for _ in range(n):
-            await RisingEdge(self.dut.ap_clk)
+            self.data_width = 8 * caps["BUS_BYTES"]
+        return self.decode_caps(caps_word(self.p, self.data_width))
 
     async def set_timebase(self, value):
         """Load the DUT's 64-bit timebase with ``value`` (so that a test can cross 2**32
@@ -227,21 +193,8 @@ class MaBench:
 
     def set_pauses(self, probability, *, axil=True, gmem=True):
         """Random idle/back-pressure on every channel of the chosen buses (0 stops it)."""
-        channels = []
-        if gmem:
-            channels += self.ram.channels()
-        if axil:
-            channels += [self.axil.write_if.aw_channel, self.axil.write_if.w_channel,
-                         self.axil.write_if.b_channel, self.axil.read_if.ar_channel,
-                         self.axil.read_if.r_channel]
-        for channel in channels:
-            if probability:
-                channel.set_pause_generator(
-                    random_pauses(random.Random(self.rng.getrandbits(32)), probability))
-            else:
-                channel.clear_pause_generator()
-                # Clearing the generator leaves `pause` at its last value.
-                channel.pause = False
+        self.pause((list(self.ram.channels()) if gmem else [])
+                   + (self.axil_channels() if axil else []), probability)
 
     # -- TAT and logical memory
     async def set_tat(self, entries):
@@ -406,10 +359,7 @@ class MaBench:
         errors) or by waiting for ``interrupt``; return the :class:`Outcome`."""
         deadline = self.timing.edge() + max_cycles
         if wait == "interrupt":
-            if not int(self.dut.interrupt.value):
-                timeout = Timer(max_cycles * PERIOD_NS, "ns")
-                fired = await First(RisingEdge(self.dut.interrupt), timeout)
-                assert fired is not timeout, f"no interrupt within {max_cycles} cycles"
+            await self.wait_interrupt(max_cycles)
             irq = await self.regs.read_fields("IRQ_STATUS")
             status = await self.regs.read_fields("STATUS")
             ctr_lo = await self.regs.read("CTR_LO") if status["DONE"] else 0

@@ -26,17 +26,15 @@ from collections import deque
 from dataclasses import dataclass, field
 
 import cocotb
-from cocotb.clock import Clock
-from cocotb.triggers import FallingEdge, RisingEdge
-from cocotbext.axi import AxiBus, AxiLiteBus, AxiLiteMaster
+from cocotb.triggers import FallingEdge
 
 from golden.mc import ByteMemoryModel, check_request, word_span
 from hdl.mc import regmap
 from hdl.mc.channel import RequestLayout, ResponseLayout, WriteWordLayout
+from hdl.top.mc import caps_word
 from spec.codes import BlockId, ErrorCode, McOp
 
-from .bfm import PERIOD_NS, GmemModel, Timing, random_pauses
-from .regs import Registers
+from .bfm import CapsField, KernelBench
 
 __all__ = ["McBench", "Client", "Request", "MC_GTKW_GROUPS"]
 
@@ -113,25 +111,25 @@ class Client:
         return bool(self.queue or self.words or self.waiting or self.buffer)
 
 
-class McBench:
+class McBench(KernelBench):
     """Clock, reset, memory and clients of one ``v4hw_mc`` DUT.
 
-    ``channels``, ``data_width``, depths: the DUT's parameters (checked against CAPS).
+    ``channels``, ``data_width``, ``prefetch_lines``: the DUT's parameters (checked
+    against CAPS); the depths: those of its client channels.
     ``latency``: memory latency in cycles. ``rng``: from :func:`sim.seed.test_seed`.
     """
 
+    BLOCK = BlockId.MC
+    REGMAP = regmap
+    CAPS_LAYOUT = (CapsField("CHANNELS", 0, 4), CapsField("BUS_BYTES", 8, 8),
+                   CapsField("MAX_BURST", 16, 8), CapsField("PREFETCH_LINES", 24, 8))
+
     def __init__(self, dut, *, channels=4, data_width=128, req_depth=4, wdata_depth=16,
                  resp_depth=64, prefetch_lines=32, latency=20, rng=None):
-        self.dut, self.rng = dut, rng or random.Random(0)
+        super().__init__(dut, rng=rng, memory=(latency, latency))
         self.channels, self.data_width, self.lanes = channels, data_width, data_width // 8
         self.req_depth, self.wdata_depth, self.resp_depth = req_depth, wdata_depth, resp_depth
         self.prefetch_lines = prefetch_lines
-        self.timing = Timing(PERIOD_NS)
-        self.axil = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axi_control"), dut.ap_clk,
-                                  dut.ap_rst_n, reset_active_level=False)
-        self.ram = GmemModel(AxiBus.from_prefix(dut, "m_axi_gmem"), dut.ap_clk, dut.ap_rst_n,
-                             self.timing, read_latency=latency, write_latency=latency)
-        self.regs = Registers(self.axil, regmap)
         self.golden = ByteMemoryModel()
         self.clients = [Client(self, i, random.Random(self.rng.getrandbits(32)))
                         for i in range(channels)]
@@ -141,24 +139,18 @@ class McBench:
         self.word_layout = WriteWordLayout(data_width)
         self.failures = []
 
-    async def start(self):
-        """Clock, reset, the client loop; check ID."""
-        dut = self.dut
-        dut.ap_rst_n.value = 0
+    def idle_inputs(self):
         for client in self.clients:
             client.req_valid.value = 0
             client.wd_valid.value = 0
             client.resp_credit.value = 0
-        Clock(dut.ap_clk, PERIOD_NS, unit="ns").start()
-        await RisingEdge(dut.ap_clk)
-        self.timing.mark()
-        for _ in range(8):
-            await RisingEdge(dut.ap_clk)
-        await FallingEdge(dut.ap_clk)
-        dut.ap_rst_n.value = 1
+
+    async def after_reset(self):
+        """The client loop runs from the falling edge that releases reset."""
         cocotb.start_soon(self._run())
-        ident = await self.regs.read_fields("ID")
-        assert ident["BLOCK"] == BlockId.MC, f"ID.BLOCK is {ident['BLOCK']:#x}"
+
+    def expected_caps(self, caps):
+        return self.decode_caps(caps_word(self.channels, self.data_width, self.prefetch_lines))
 
     def preload(self, addr, data):
         """Put ``data`` in memory before traffic (the golden model learns it too)."""
@@ -167,9 +159,7 @@ class McBench:
 
     def back_pressure(self, probability):
         """Random idle / not-ready cycles on every AXI channel and client link."""
-        for channel in self.ram.channels():
-            channel.set_pause_generator(random_pauses(random.Random(self.rng.getrandbits(32)),
-                                                      probability))
+        self.pause(self.ram.channels(), probability)
         for client in self.clients:
             client.idle = client.stall = probability
 

@@ -22,16 +22,12 @@ whatever the mesh size), so long runs stay fast on Verilator:
   its injection; the DROPPED_<class> and BAD_DST registers count exactly the drops seen.
 """
 
-import logging
-import random
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
 
 from amaranth.lib import data
 from cocotb import start_soon
-from cocotb.clock import Clock
-from cocotb.triggers import FallingEdge, RisingEdge
-from cocotbext.axi import AxiLiteBus, AxiLiteMaster
+from cocotb.triggers import RisingEdge
 
 from golden.muon import BAD_REQUEST, ReservationModel, is_stale, zero_load_latency
 from hdl.muon import regmap
@@ -39,13 +35,12 @@ from hdl.muon.layouts import DropLayout, FlitLayout
 from hdl.top.muon import caps_word
 from spec.codes import BlockId, ErrorCode, MuonVc
 
+from .bfm import PERIOD_NS, CapsField, KernelBench
 from .muon_capture import write_capture
-from .regs import Registers
 
 __all__ = ["PERIOD_NS", "FieldCodec", "FLIT", "DROP", "Packet", "MuonBench", "ScoreboardError",
            "MUON_GTKW_GROUPS"]
 
-PERIOD_NS = 10
 
 # GTKWave groups of a v4hw_muon run (``WAVES=1``; patterns of ``sim.waves``): node 0's
 # ports, the reservation arbiter, the windows, and router (0, 0) inside.
@@ -166,22 +161,23 @@ class _Node:
     rx: dict = field(default_factory=dict)              # vc → packet being received
 
 
-class MuonBench:
+class MuonBench(KernelBench):
     """The ``v4hw_muon`` top with a source and a sink on every node.
 
     ``cols``, ``rows``, ``slots``: the DUT's parameters (checked against CAPS).
     ``rng``: a ``random.Random`` from :func:`sim.seed.test_seed`.
     """
 
+    BLOCK = BlockId.MUON
+    REGMAP = regmap
+    CAPS_LAYOUT = (CapsField("COLS", 0, 4), CapsField("ROWS", 4, 4), CapsField("SLOTS", 8, 8),
+                   CapsField("BE_DEPTH", 16, 8), CapsField("RSV_DEPTH", 24, 8))
+    RESET_EDGES = 4
+
     def __init__(self, dut, *, cols, rows, slots=8, be_depth=8, rsv_depth=4, rng=None):
-        self.dut = dut
         self.cols, self.rows = cols, rows
-        self.caps = caps_word(cols, rows, slots, be_depth, rsv_depth)
-        self.rng = rng or random.Random(0)
-        logging.getLogger(f"cocotb.{dut._name}.s_axi_control").setLevel(logging.WARNING)
-        self.axil = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axi_control"), dut.ap_clk,
-                                  dut.ap_rst_n, reset_active_level=False)
-        self.regs = Registers(self.axil, regmap)
+        self._caps_word = caps_word(cols, rows, slots, be_depth, rsv_depth)
+        super().__init__(dut, rng=rng)
         self.golden = ReservationModel(cols, rows, slots)
         self.nodes = [_Node(n, (n % cols, n // cols)) for n in range(cols * rows)]
         self._ports = [(getattr(dut, f"inject{n}_valid"), getattr(dut, f"inject{n}_payload"),
@@ -201,22 +197,17 @@ class MuonBench:
         self._serial = 0
 
     # -- set-up
-    async def start(self):
-        """Clock, reset, the per-cycle loop; checks ID and CAPS."""
-        self.dut.ap_rst_n.value = 0
+    def idle_inputs(self):
         for valid, _, _, _, _, ready, _, _ in self._ports:
             valid.value = 0
             ready.value = 1
-        Clock(self.dut.ap_clk, PERIOD_NS, unit="ns").start()
-        for _ in range(4):
-            await RisingEdge(self.dut.ap_clk)
-        await FallingEdge(self.dut.ap_clk)
-        self.dut.ap_rst_n.value = 1
+
+    async def after_reset(self):
+        """The per-cycle loop runs from the falling edge that releases reset."""
         start_soon(self._loop())
-        ident = await self.regs.read_fields("ID")
-        assert ident["BLOCK"] == BlockId.MUON, f"ID.BLOCK is {ident['BLOCK']:#x}"
-        caps = await self.regs.read("CAPS")
-        assert caps == self.caps, f"CAPS {caps:#x}, expected {self.caps:#x}"
+
+    def expected_caps(self, caps):
+        return self.decode_caps(self._caps_word)
 
     async def set_max_age(self, cycles):
         await self.regs.write("MAX_AGE", cycles)
@@ -377,10 +368,6 @@ class MuonBench:
                         f"{n - packet.tx} cycles old (MAX_AGE {self.max_age})")
 
     # -- waiting and checking
-    async def cycles(self, count):
-        for _ in range(count):
-            await RisingEdge(self.dut.ap_clk)
-
     def idle(self):
         """Nothing left to send and nothing in flight."""
         if any(node.queue or node.current or node.scheduled for node in self.nodes):

@@ -8,22 +8,16 @@ physical memory filled with random bytes, commands written to the registers by n
 outcome, ERR_ADDR and every byte of the window with :func:`golden.va.execute`.
 """
 
-import logging
-import random
 from dataclasses import dataclass
 
 import numpy as np
-from cocotb.clock import Clock
-from cocotb.triggers import FallingEdge, First, RisingEdge, Timer
-from cocotbext.axi import AxiBus, AxiLiteBus, AxiLiteMaster
 
 from golden.va import MemoryWindow, execute
 from hdl.top.va import caps_word
 from hdl.va import regmap
 from spec.codes import BlockId, ErrorCode
 
-from .bfm import PERIOD_NS, GmemModel, Timing, random_pauses
-from .regs import Registers
+from .bfm import CapsField, KernelBench
 
 __all__ = ["VA_GTKW_GROUPS", "VaOutcome", "VaBench"]
 
@@ -39,7 +33,7 @@ class VaOutcome:
     cycles: int = 0
 
 
-class VaBench:
+class VaBench(KernelBench):
     """Clock, reset, bus models and host operations for one ``v4hw_va`` DUT.
 
     ``lanes``/``data_width``/``fn_lanes``: the DUT's parameters (checked against CAPS;
@@ -48,57 +42,26 @@ class VaBench:
     memory the tests use; it starts filled with random bytes from ``rng``.
     """
 
+    BLOCK = BlockId.VA
+    REGMAP = regmap
+    CAPS_LAYOUT = (CapsField("LANES", 0, 8), CapsField("BUS_BYTES", 8, 8),
+                   CapsField("FN_LANES", 16, 8))
+
     def __init__(self, dut, *, lanes=32, data_width=128, fn_lanes=None, latency=20, rng=None,
                  window=(0x7F00_0000_0000, 1 << 20)):
-        self.dut, self.lanes, self.data_width = dut, lanes, data_width
+        self.lanes, self.data_width = lanes, data_width
         self.fn_lanes = fn_lanes
-        self.rng = rng or random.Random(0)
-        self.timing = Timing(PERIOD_NS)
-        for prefix in ("s_axi_control", "m_axi_gmem"):
-            logging.getLogger(f"cocotb.{dut._name}.{prefix}").setLevel(logging.WARNING)
-        self.axil = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axi_control"), dut.ap_clk,
-                                  dut.ap_rst_n, reset_active_level=False)
-        self.ram = GmemModel(AxiBus.from_prefix(dut, "m_axi_gmem"), dut.ap_clk, dut.ap_rst_n,
-                             self.timing, read_latency=latency, write_latency=latency)
-        self.regs = Registers(self.axil, regmap)
+        super().__init__(dut, rng=rng, memory=(latency, latency))
         self.origin, self.size = window
         self.image = np.frombuffer(self.rng.randbytes(self.size), np.uint8).copy()
         self.ram.mem.write(self.origin, self.image.tobytes())
-        self._reset_edge = None
 
-    async def start(self):
-        """Start the clock, reset for 8 cycles, check ID and CAPS."""
-        self.dut.ap_rst_n.value = 0
-        Clock(self.dut.ap_clk, PERIOD_NS, unit="ns").start()
-        await RisingEdge(self.dut.ap_clk)
-        self.timing.mark()
-        for _ in range(8):
-            await RisingEdge(self.dut.ap_clk)
-        await FallingEdge(self.dut.ap_clk)
-        self.dut.ap_rst_n.value = 1
-        await RisingEdge(self.dut.ap_clk)
-        self._reset_edge = self.timing.edge()
-        ident = await self.regs.read_fields("ID")
-        assert ident["BLOCK"] == BlockId.VA, f"ID.BLOCK is {ident['BLOCK']:#x}, not the VA's"
-        caps = await self.regs.read("CAPS")
-        assert caps == caps_word(self.lanes, self.data_width, self.fn_lanes), f"CAPS {caps:#x}"
-
-    def now(self):
-        return self.timing.edge() - self._reset_edge
-
-    async def cycles(self, n):
-        for _ in range(n):
-            await RisingEdge(self.dut.ap_clk)
+    def expected_caps(self, caps):
+        return self.decode_caps(caps_word(self.lanes, self.data_width, self.fn_lanes))
 
     def set_pauses(self, probability):
         """Random idle/back-pressure on every memory channel (0 stops it)."""
-        for channel in self.ram.channels():
-            if probability:
-                channel.set_pause_generator(
-                    random_pauses(random.Random(self.rng.getrandbits(32)), probability))
-            else:
-                channel.clear_pause_generator()
-                channel.pause = False
+        self.pause(self.ram.channels(), probability)
 
     def place(self, addr, values):
         """Store an array at a physical address inside the window."""
@@ -128,10 +91,7 @@ class VaBench:
         await self.write_command(cmd)
         await self.regs.write("START", 1)
         started = self.now()
-        if not int(self.dut.interrupt.value):
-            timeout = Timer(max_cycles * PERIOD_NS, "ns")
-            fired = await First(RisingEdge(self.dut.interrupt), timeout)
-            assert fired is not timeout, f"no interrupt within {max_cycles} cycles ({cmd})"
+        await self.wait_interrupt(max_cycles, f" ({cmd})")
         status = await self.regs.read_fields("STATUS")
         irq = await self.regs.read_fields("IRQ_STATUS")
         code = ErrorCode(await self.regs.read("ERROR"))

@@ -2,11 +2,14 @@
 
 * :mod:`sim.bfm.clock`: :class:`Timing` (numbered rising edges), :func:`random_pauses`
   and the bench clock's :data:`PERIOD_NS`;
-* :mod:`sim.bfm.axi_mem`: :class:`GmemModel`, the memory behind a block's ``m_axi_gmem``.
+* :mod:`sim.bfm.axi_mem`: :class:`GmemModel`, the memory behind a block's ``m_axi_gmem``;
+* :mod:`sim.bfm.kernel`: :class:`KernelBench`, the base of the block benches (clock,
+  reset, register master, ID and CAPS, interrupt, pauses).
 """
 
 from .axi_mem import PAGE, PHYS_BITS, ErrorRange, GmemModel, ReadBurst, WriteBurst
 from .clock import PERIOD_NS, Timing, random_pauses
+from .kernel import CapsField, KernelBench
 
-__all__ = ["PAGE", "PHYS_BITS", "PERIOD_NS", "ErrorRange", "GmemModel", "ReadBurst", "Timing",
-           "WriteBurst", "random_pauses"]
+__all__ = ["PAGE", "PHYS_BITS", "PERIOD_NS", "CapsField", "ErrorRange", "GmemModel",
+           "KernelBench", "ReadBurst", "Timing", "WriteBurst", "random_pauses"]

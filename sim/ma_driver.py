@@ -325,7 +325,8 @@ class MaBench(KernelBench):
         return candidates
 
     # -- running commands
-    async def _write_command(self, cmd):
+    async def write_command(self, cmd):
+        """Write the command registers of ``cmd`` (not START)."""
         await self.regs.write("M", cmd.m)
         await self.regs.write("K", cmd.k)
         await self.regs.write("N", cmd.n)
@@ -337,7 +338,7 @@ class MaBench(KernelBench):
         """Write the command registers and START; return the timebase value in the
         cycle the START write is performed (see the module docstring). Checks that
         STATUS right after START is not idle."""
-        await self._write_command(cmd)
+        await self.write_command(cmd)
         aw, w = (len(self._control_writes[kind]) for kind in ("aw", "w"))
         await self.regs.write("START", 1)
         assert self.timing.at_edge(), "the START write returned between clock edges"

@@ -806,3 +806,11 @@ async def memory_latency(dut):
         results[latency] = outcome.cycles
     assert results[4] < results[24] < results[60], results
     dut._log.info("cycles by memory latency: %s", results)
+
+
+async def load_long_command(bench, rng):
+    """Command registers of a GEMM that runs for hundreds of cycles (K = 64) on the WIDE
+    TAT, for ``tests/conformance_tb.py``'s START while busy; START is not written."""
+    await bench.write_command(Command(mode=INT8, m=2 * P, k=64, n=2 * P, a_addr=0,
+                                      b_addr=0x1_0000, c_addr=0x2_0000, lda=64, ldb=2 * P,
+                                      ldc=4 * 2 * P))

@@ -743,3 +743,9 @@ async def indexed_throughput(dut):
               f"{rate:.3f} elements/cycle, {100 * rate / bound:.1f} % of the two-pass bound "
               f"({bound:.3f}/cycle)")
         assert rate >= 0.9 * bound, f"{op.name}: {rate:.3f} elements/cycle"
+
+
+async def load_long_command(bench, rng):
+    """Command registers of a MUL of 2000 elements (hundreds of cycles), for
+    ``tests/conformance_tb.py``'s START while busy; START is not written."""
+    await bench.write_command(elementwise(bench, rng, VaOpcode.MUL, 2000))

@@ -1,7 +1,8 @@
 """Amaranth-simulator tests of the MA core behind its memory port (fast, small P).
 
-The memory port is served by a small in-order burst memory with a fixed latency; the
-results are compared with the golden model bit for bit.
+The memory port is served by :class:`sim.bfm.PortMemory` (in order, a fixed latency of 6
+cycles, optional random pauses); the results are compared with the golden model bit for
+bit.
 """
 
 import numpy as np
@@ -10,112 +11,10 @@ from amaranth.sim import Simulator
 
 from golden.ma import gemm, pack_matrix, unpack_matrix
 from hdl.ma.core import MatrixCore
+from sim.bfm.memport import PortMemory
 from spec.codes import ErrorCode, MaMode
 
 MEM_BYTES = 1 << 17
-
-
-class BurstMemory:
-    """Serves a MemPortSignature port from a bytearray, in order, ``latency`` cycles
-    after each request is accepted. ``fail`` is a set of bus-word addresses that answer
-    with an error."""
-
-    def __init__(self, port, data_width, latency=6, stall=0.0, seed=0):
-        self.port, self.bb, self.latency = port, data_width // 8, latency
-        self.mem = bytearray(MEM_BYTES)
-        self.fail = set()
-        self.cycle = 0
-        self.stall = stall                  # probability of a ready or valid held low
-        self.rng = np.random.default_rng(seed)
-
-    def _go(self):
-        return not (self.stall and self.rng.random() < self.stall)
-
-    def word(self, addr):
-        return int.from_bytes(self.mem[addr:addr + self.bb], "little")
-
-    def add_to(self, sim):
-        reads, writes = [], []
-
-        async def clock(ctx):
-            async for _ in ctx.tick():
-                self.cycle += 1
-
-        async def read_requests(ctx):
-            req = self.port.rd_req
-            ctx.set(req.ready, 1)
-            async for _, _, valid, ready, payload in ctx.tick().sample(
-                    req.valid, req.ready, req.payload):
-                if valid and ready:
-                    reads.append((self.cycle + self.latency, payload.addr, payload.len + 1))
-                ctx.set(req.ready, self._go())
-
-        async def read_data(ctx):
-            resp = self.port.rd_resp
-            while True:
-                if not reads or reads[0][0] > self.cycle:
-                    await ctx.tick()
-                    continue
-                _, addr, beats = reads.pop(0)
-                for n in range(beats):
-                    while not self._go():
-                        ctx.set(resp.valid, 0)
-                        await ctx.tick()
-                    a = addr + n * self.bb
-                    ctx.set(resp.payload, {"data": self.word(a), "last": n == beats - 1,
-                                           "error": a in self.fail})
-                    ctx.set(resp.valid, 1)
-                    await ctx.tick().until(resp.ready)
-                ctx.set(resp.valid, 0)
-
-        async def write_requests(ctx):
-            req = self.port.wr_req
-            ctx.set(req.ready, 1)
-            async for _, _, valid, ready, payload in ctx.tick().sample(
-                    req.valid, req.ready, req.payload):
-                if valid and ready:
-                    writes.append((payload.addr, payload.len + 1))
-                ctx.set(req.ready, self._go())
-
-        async def write_data(ctx):
-            data = self.port.wr_data
-            ctx.set(data.ready, 1)
-            beat = 0
-            async for _, _, valid, ready, payload in ctx.tick().sample(
-                    data.valid, data.ready, data.payload):
-                ctx.set(data.ready, self._go())
-                if not (valid and ready):
-                    continue
-                assert writes, "write data before its address"
-                addr, beats = writes[0]
-                a = addr + beat * self.bb
-                if a not in self.fail:
-                    for byte in range(self.bb):
-                        if (payload.strb >> byte) & 1:
-                            self.mem[a + byte] = (payload.data >> (8 * byte)) & 0xFF
-                beat += 1
-                assert bool(payload.last) == (beat == beats), "wlast misplaced"
-                if beat == beats:
-                    writes.pop(0)
-                    beat = 0
-                    responses.append((self.cycle + self.latency, addr in self.fail))
-
-        async def write_responses(ctx):
-            resp = self.port.wr_resp
-            while True:
-                if not responses or responses[0][0] > self.cycle:
-                    await ctx.tick()
-                    continue
-                _, error = responses.pop(0)
-                ctx.set(resp.payload.error, error)
-                ctx.set(resp.valid, 1)
-                await ctx.tick().until(resp.ready)
-                ctx.set(resp.valid, 0)
-
-        responses = []
-        sim.add_process(clock)
-        for bench in (read_requests, read_data, write_requests, write_data, write_responses):
-            sim.add_testbench(bench, background=True)
 
 
 def identity_tat():
@@ -138,8 +37,10 @@ def run_commands(p, data_width, commands, mem_init, tat=None, stall=0.0, max_cyc
     dut = MatrixCore(p, data_width)
     sim = Simulator(dut)
     sim.add_clock(1e-8)
-    memory = BurstMemory(dut.mem, data_width, stall=stall, seed=len(commands))
-    memory.mem[:len(mem_init)] = mem_init
+    mem = bytearray(MEM_BYTES)
+    mem[:len(mem_init)] = mem_init
+    memory = PortMemory(dut.mem, data_width, mem, latency=6, pause=stall,
+                        rng=np.random.default_rng(len(commands)))
     memory.add_to(sim)
     results = []
 
@@ -148,7 +49,7 @@ def run_commands(p, data_width, commands, mem_init, tat=None, stall=0.0, max_cyc
         for cmd, fail in commands:
             result = {}
             results.append(result)
-            memory.fail = fail
+            memory.errors[:] = [(addr, addr + data_width // 8) for addr in fail]
             ctx.set(dut.cmd, cmd)
             # START comes three cycles after a register write at the earliest (the
             # AXI4-Lite register block); the core's checks take two to follow.
@@ -172,7 +73,7 @@ def run_commands(p, data_width, commands, mem_init, tat=None, stall=0.0, max_cyc
 
     sim.add_testbench(bench)
     sim.run()
-    return results, memory.mem
+    return results, mem
 
 
 def layout(m, k, n, bf16, rng, accumulate):

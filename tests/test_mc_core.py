@@ -4,8 +4,8 @@
 counter leaves its range, the arbiter grants one requester at a time, only to a
 requester, and no channel gets two answers in one cycle (an assertion failure stops the
 simulation). Two clients send random reads and writes (to overlapping bytes, a few of
-them refused) through the credit links, with random idle cycles; a memory model answers
-the memory port with random delays and back-pressure on all five streams. Every answer
+them refused) through the credit links, with random idle cycles; :class:`sim.bfm.PortMemory`
+answers the memory port with random delays and back-pressure on all five streams. Every answer
 is checked against ``golden.mc`` and every credit must be back at the end.
 """
 
@@ -17,64 +17,12 @@ from amaranth.sim import Simulator
 
 from golden.mc import ByteMemoryModel, check_request, word_span
 from hdl.mc.core import McCore
+from sim.bfm.memport import PortMemory
 from spec.codes import ErrorCode, McOp, TrafficClass
 
 DEPTHS = dict(req_depth=2, wdata_depth=4, resp_depth=8)
 BASE, SPAN = 0x1_0000, 0x400
-
-
-class _Memory:
-    """The memory port's far side: reads answered 3..8 cycles after their address, in
-    order; a write lands when its address and all its words are in."""
-
-    def __init__(self, port, rng, initial, lanes):
-        self.port, self.rng, self.bytes, self.lanes = port, rng, dict(initial), lanes
-        self.reads, self.writes, self.acks, self.beats = deque(), deque(), deque(), deque()
-
-    def drive(self, ctx, cycle):
-        p, rng = self.port, self.rng
-        for stream in (p.rd_req, p.wr_req, p.wr_data):
-            ctx.set(stream.ready, rng.random() < 0.7)
-        self.r_word = None
-        if self.reads and self.reads[0][0] <= cycle and rng.random() < 0.8:
-            _, addr, beats = self.reads[0]
-            word = int.from_bytes(bytes(self.bytes.get(addr + i, 0) for i in range(self.lanes)),
-                                  "little")
-            self.r_word = {"data": word, "last": int(beats == 1), "error": 0}
-        ctx.set(p.rd_resp.valid, self.r_word is not None)
-        if self.r_word is not None:
-            ctx.set(p.rd_resp.payload, self.r_word)
-        self.b_valid = bool(self.acks) and rng.random() < 0.8
-        ctx.set(p.wr_resp.valid, self.b_valid)
-        ctx.set(p.wr_resp.payload, {"error": 0})
-
-    def sample(self, ctx, cycle):
-        p = self.port
-        if ctx.get(p.rd_req.valid) and ctx.get(p.rd_req.ready):
-            req = ctx.get(p.rd_req.payload)
-            self.reads.append([cycle + self.rng.randint(3, 8), req.addr, req.len + 1])
-        if self.r_word is not None and ctx.get(p.rd_resp.ready):
-            self.reads[0][1] += self.lanes
-            self.reads[0][2] -= 1
-            if self.reads[0][2] == 0:
-                self.reads.popleft()
-        if ctx.get(p.wr_req.valid) and ctx.get(p.wr_req.ready):
-            req = ctx.get(p.wr_req.payload)
-            self.writes.append([req.addr, req.len + 1])
-        if ctx.get(p.wr_data.valid) and ctx.get(p.wr_data.ready):
-            self.beats.append(ctx.get(p.wr_data.payload))    # may come before its address
-        while self.writes and len(self.beats) >= self.writes[0][1]:
-            addr, count = self.writes.popleft()
-            for k in range(count):
-                word = self.beats.popleft()
-                assert bool(word.last) == (k == count - 1)
-                data = word.data.to_bytes(self.lanes, "little")
-                for i in range(self.lanes):
-                    if word.strb >> i & 1:
-                        self.bytes[addr + k * self.lanes + i] = data[i]
-            self.acks.append(cycle)
-        if self.b_valid and ctx.get(p.wr_resp.ready):
-            self.acks.popleft()
+MEMORY_REACH = 0x1_0000     # bytes of memory above the traffic's span (prefetches read there)
 
 
 class _Client:
@@ -169,21 +117,22 @@ def test_core_random_traffic_with_assertions(seed, channels, data_width):
     dut = McCore(channels, data_width, age_limit=3, prefetch_lines=4, checks=True, **DEPTHS)
     initial = {BASE + i: b for i, b in enumerate(rng.randbytes(SPAN + 64))}
     golden = ByteMemoryModel(initial)
-    mem = _Memory(dut.mem, random.Random(rng.getrandbits(32)), initial, lanes)
+    image = bytearray(BASE + SPAN + MEMORY_REACH)
+    image[BASE:BASE + SPAN + 64] = bytes(initial.values())
+    mem = PortMemory(dut.mem, data_width, image, latency=(3, 8), pause=0.3,
+                     rng=random.Random(rng.getrandbits(32)), w_before_aw=True)
     clients = [_Client(dut.chans[i], random.Random(rng.getrandbits(32)), golden, 40, lanes)
                for i in range(channels)]
 
     async def bench(ctx):
         ctx.set(dut.window, 256)
-        for cycle in range(20000):
-            mem.drive(ctx, cycle)
+        for _ in range(20000):
             for client in clients:
                 client.drive(ctx)
-            mem.sample(ctx, cycle)
             for client in clients:
                 client.sample(ctx)
             await ctx.tick()
-            if all(client.idle() for client in clients) and not mem.reads:
+            if all(client.idle() for client in clients) and mem.idle():
                 break
         else:
             raise AssertionError("the traffic did not finish in 20000 cycles")
@@ -196,9 +145,10 @@ def test_core_random_traffic_with_assertions(seed, channels, data_width):
                 client.credits[link] += ctx.get(getattr(client.chan, link).credit)
             assert client.credits == {"req": DEPTHS["req_depth"], "wdata": DEPTHS["wdata_depth"]}
         for addr in range(BASE, BASE + SPAN + 64):
-            assert mem.bytes.get(addr, 0) in golden.legal(addr), hex(addr)
+            assert image[addr] in golden.legal(addr), hex(addr)
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
+    mem.add_to(sim)
     sim.add_testbench(bench)
     sim.run()

@@ -1,15 +1,14 @@
 """Amaranth-simulator tests of the VA's indexed forms (hdl/va/indexed.py).
 
 :class:`~hdl.va.indexed.IndexedMover` runs GATHER_IDX, SCATTER_IDX and GATHER_CSR
-against a memory model on its port (in-order responses after a random latency, random
-back-pressure on every channel); the memory afterwards, the outcome and ERR_ADDR must
+against :class:`sim.bfm.PortMemory` on its port (in-order responses after a random
+latency, random back-pressure on every channel); the memory afterwards, the outcome and ERR_ADDR must
 equal :func:`golden.va.execute` (the START checks of the core are applied first: only
 commands they pass reach the mover). :class:`~hdl.va.indexed.IndexLimits` is checked
 against exact integer arithmetic. Seeds are in the test ids.
 """
 
 import random
-from collections import deque
 
 import numpy as np
 import pytest
@@ -18,6 +17,7 @@ from amaranth.sim import Simulator
 from golden.va import MemoryWindow, VaCommand, execute
 from hdl.va.core import VaCommandLayout, VectorCore
 from hdl.va.indexed import IndexedMover, IndexLimits
+from sim.bfm.memport import PortMemory
 from spec.codes import ErrorCode, VaOpcode
 
 WIDTH = 64
@@ -25,84 +25,6 @@ BB = WIDTH // 8
 ORIGIN = 0x7F00_0000_0000
 SIZE = 1 << 16
 TOP = 1 << 48
-
-
-def memory_model(dut, mem, rng, latency, pause, log, errors=()):
-    """A testbench serving ``dut.mem`` from the byte array ``mem`` (physical address
-    ORIGIN + index): reads answered in order ``latency`` to ``latency + 3`` cycles after
-    their request, writes applied with their strobes and answered in order. A read word
-    or a write with a strobed byte in one of the ``errors`` ranges ``[lo, hi)`` is refused
-    (error set; the write changes nothing). Request payloads must not change while
-    offered."""
-    port = dut.mem
-
-    def refused(lo, hi):
-        return any(lo < e_hi and e_lo < hi for e_lo, e_hi in errors)
-
-    async def serve(ctx):
-        reads, writes, beats, answers = deque(), deque(), deque(), deque()
-        offered = {}
-        cycle = 0
-        while True:
-            cycle += 1
-            ctx.set(port.rd_req.ready, rng.random() >= pause)
-            ctx.set(port.wr_req.ready, rng.random() >= pause)
-            ctx.set(port.wr_data.ready, rng.random() >= pause)
-            beat = bool(reads) and reads[0][0] <= cycle and rng.random() >= pause
-            if beat:
-                _, addr, left = reads[0]
-                start = addr - ORIGIN
-                assert 0 <= start <= SIZE - BB, f"read at {addr:#x} outside the window"
-                word = int.from_bytes(mem[start:start + BB].tobytes(), "little")
-                ctx.set(port.rd_resp.payload, {"data": word, "last": left == 1,
-                                               "error": refused(addr, addr + BB)})
-            ctx.set(port.rd_resp.valid, bool(beat))
-            answer = bool(answers) and answers[0][0] <= cycle
-            ctx.set(port.wr_resp.valid, bool(answer))
-            ctx.set(port.wr_resp.payload.error, bool(answer) and answers[0][1])
-            _, _, rq_v, rq_r, rq, rs_r, wq_v, wq_r, wq, wd_v, wd_r, wd, wa_r = \
-                await ctx.tick().sample(
-                    port.rd_req.valid, port.rd_req.ready, port.rd_req.payload,
-                    port.rd_resp.ready, port.wr_req.valid, port.wr_req.ready,
-                    port.wr_req.payload, port.wr_data.valid, port.wr_data.ready,
-                    port.wr_data.payload, port.wr_resp.ready)
-            for kind, valid, ready, payload in (("read", rq_v, rq_r, rq), ("write", wq_v, wq_r, wq),
-                                                ("data", wd_v, wd_r, wd)):
-                if offered.get(kind) is not None:
-                    assert valid and payload.as_value().value == offered[kind], (
-                        f"{kind} request withdrawn or changed before it was taken")
-                offered[kind] = payload.as_value().value if valid and not ready else None
-            if rq_v and rq_r:
-                reads.append((cycle + latency + rng.randrange(4), rq.addr, rq.len + 1))
-                log.append(("read", rq.addr))
-            if beat and rs_r:
-                when, addr, left = reads.popleft()
-                if left > 1:
-                    reads.appendleft((when, addr + BB, left - 1))
-            if wq_v and wq_r:
-                writes.append([wq.addr, wq.len + 1, False])
-                log.append(("write", wq.addr))
-            if wd_v and wd_r:
-                beats.append((wd.data, wd.strb, wd.last))
-            while writes and beats:             # AXI: W may come before its AW
-                data, strb, last = beats.popleft()
-                addr = writes[0][0]
-                start = addr - ORIGIN
-                assert 0 <= start <= SIZE - BB, f"write at {addr:#x} outside the window"
-                lanes = [b for b in range(BB) if (strb >> b) & 1]
-                bad = any(refused(addr + b, addr + b + 1) for b in lanes)
-                writes[0][2] |= bad
-                for b in lanes:
-                    if not writes[0][2]:
-                        mem[start + b] = (data >> (8 * b)) & 0xFF
-                writes[0][0] += BB
-                writes[0][1] -= 1
-                assert bool(last) == (writes[0][1] == 0), "W last out of place"
-                if writes[0][1] == 0:
-                    answers.append((cycle + latency, writes.popleft()[2]))
-            if answer and wa_r:
-                answers.popleft()
-    return serve
 
 
 def start_checks_pass(cmd, mem):
@@ -174,8 +96,8 @@ def run_commands(cmds, image, rng, *, latency=5, pause=0.2, core=False, errors=(
     sim = Simulator(dut)
     sim.add_clock(1e-6)
     sim.add_testbench(bench)
-    sim.add_testbench(memory_model(dut, mem, rng, latency, pause, log, refused),
-                      background=True)
+    PortMemory(dut.mem, WIDTH, mem, origin=ORIGIN, latency=(latency, latency + 3), pause=pause,
+               rng=rng, errors=refused, log=log, w_before_aw=True).add_to(sim)
     sim.run()
     return outcomes, memories, log
 

@@ -1,15 +1,18 @@
-"""The testbench layer the block benches share: bus models and cycle bookkeeping.
+"""The testbench layer the block tests share: bus models and cycle bookkeeping.
 
 * :mod:`sim.bfm.clock`: :class:`Timing` (numbered rising edges), :func:`random_pauses`
   and the bench clock's :data:`PERIOD_NS`;
 * :mod:`sim.bfm.axi_mem`: :class:`GmemModel`, the memory behind a block's ``m_axi_gmem``;
 * :mod:`sim.bfm.kernel`: :class:`KernelBench`, the base of the block benches (clock,
-  reset, register master, ID and CAPS, interrupt, pauses).
+  reset, register master, ID and CAPS, interrupt, pauses);
+* :mod:`sim.bfm.memport`: :class:`PortMemory`, a memory on a block's memory port in the
+  Amaranth simulator (the core-level tests).
 """
 
 from .axi_mem import PAGE, PHYS_BITS, ErrorRange, GmemModel, ReadBurst, WriteBurst
 from .clock import PERIOD_NS, Timing, random_pauses
 from .kernel import CapsField, KernelBench
+from .memport import PortMemory
 
 __all__ = ["PAGE", "PHYS_BITS", "PERIOD_NS", "CapsField", "ErrorRange", "GmemModel",
-           "KernelBench", "ReadBurst", "Timing", "WriteBurst", "random_pauses"]
+           "KernelBench", "PortMemory", "ReadBurst", "Timing", "WriteBurst", "random_pauses"]

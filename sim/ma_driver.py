@@ -44,7 +44,8 @@ from hdl.ma import regmap
 from hdl.top.ma import caps_word
 from spec.codes import BlockId, ErrorCode, MaMode
 
-from .bfm import PAGE, CapsField, KernelBench
+from .bfm import PAGE, KernelBench
+from .blocks import descriptor
 
 __all__ = ["MA_GTKW_GROUPS", "MAX_DIM", "Command", "Outcome", "MaBench", "element_size"]
 
@@ -141,8 +142,7 @@ class MaBench(KernelBench):
 
     BLOCK = BlockId.MA
     REGMAP = regmap
-    CAPS_LAYOUT = (CapsField("P", 0, 8), CapsField("BUS_BYTES", 8, 8),
-                   CapsField("MAX_DIM", 16, 8), CapsField("TAT_ENTRIES", 24, 4))
+    CAPS_LAYOUT = descriptor("ma").caps_layout
 
     def __init__(self, dut, *, p=8, data_width=128, latency=20, write_latency=None,
                  rng=None, bus_log_level=logging.WARNING):

@@ -34,7 +34,8 @@ from hdl.mc.channel import RequestLayout, ResponseLayout, WriteWordLayout
 from hdl.top.mc import caps_word
 from spec.codes import BlockId, ErrorCode, McOp
 
-from .bfm import CapsField, KernelBench
+from .bfm import KernelBench
+from .blocks import descriptor
 
 __all__ = ["McBench", "Client", "Request", "MC_GTKW_GROUPS"]
 
@@ -121,8 +122,7 @@ class McBench(KernelBench):
 
     BLOCK = BlockId.MC
     REGMAP = regmap
-    CAPS_LAYOUT = (CapsField("CHANNELS", 0, 4), CapsField("BUS_BYTES", 8, 8),
-                   CapsField("MAX_BURST", 16, 8), CapsField("PREFETCH_LINES", 24, 8))
+    CAPS_LAYOUT = descriptor("mc").caps_layout
 
     def __init__(self, dut, *, channels=4, data_width=128, req_depth=4, wdata_depth=16,
                  resp_depth=64, prefetch_lines=32, latency=20, rng=None):

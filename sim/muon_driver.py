@@ -35,7 +35,8 @@ from hdl.muon.layouts import DropLayout, FlitLayout
 from hdl.top.muon import caps_word
 from spec.codes import BlockId, ErrorCode, MuonVc
 
-from .bfm import PERIOD_NS, CapsField, KernelBench
+from .bfm import PERIOD_NS, KernelBench
+from .blocks import descriptor
 from .muon_capture import write_capture
 
 __all__ = ["PERIOD_NS", "FieldCodec", "FLIT", "DROP", "Packet", "MuonBench", "ScoreboardError",
@@ -170,8 +171,7 @@ class MuonBench(KernelBench):
 
     BLOCK = BlockId.MUON
     REGMAP = regmap
-    CAPS_LAYOUT = (CapsField("COLS", 0, 4), CapsField("ROWS", 4, 4), CapsField("SLOTS", 8, 8),
-                   CapsField("BE_DEPTH", 16, 8), CapsField("RSV_DEPTH", 24, 8))
+    CAPS_LAYOUT = descriptor("muon").caps_layout
     RESET_EDGES = 4
 
     def __init__(self, dut, *, cols, rows, slots=8, be_depth=8, rsv_depth=4, rng=None):

@@ -17,7 +17,8 @@ from hdl.top.va import caps_word
 from hdl.va import regmap
 from spec.codes import BlockId, ErrorCode
 
-from .bfm import CapsField, KernelBench
+from .bfm import KernelBench
+from .blocks import descriptor
 
 __all__ = ["VA_GTKW_GROUPS", "VaOutcome", "VaBench"]
 
@@ -44,8 +45,7 @@ class VaBench(KernelBench):
 
     BLOCK = BlockId.VA
     REGMAP = regmap
-    CAPS_LAYOUT = (CapsField("LANES", 0, 8), CapsField("BUS_BYTES", 8, 8),
-                   CapsField("FN_LANES", 16, 8))
+    CAPS_LAYOUT = descriptor("va").caps_layout
 
     def __init__(self, dut, *, lanes=32, data_width=128, fn_lanes=None, latency=20, rng=None,
                  window=(0x7F00_0000_0000, 1 << 20)):

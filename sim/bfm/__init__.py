@@ -11,8 +11,8 @@
 
 from .axi_mem import PAGE, PHYS_BITS, ErrorRange, GmemModel, ReadBurst, WriteBurst
 from .clock import PERIOD_NS, Timing, random_pauses
-from .kernel import CapsField, KernelBench
+from .kernel import KernelBench
 from .memport import PortMemory
 
-__all__ = ["PAGE", "PHYS_BITS", "PERIOD_NS", "CapsField", "ErrorRange", "GmemModel",
-           "KernelBench", "PortMemory", "ReadBurst", "Timing", "WriteBurst", "random_pauses"]
+__all__ = ["PAGE", "PHYS_BITS", "PERIOD_NS", "ErrorRange", "GmemModel", "KernelBench",
+           "PortMemory", "ReadBurst", "Timing", "WriteBurst", "random_pauses"]

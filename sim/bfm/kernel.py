@@ -20,7 +20,6 @@ ID and CAPS.
 
 import logging
 import random
-from typing import NamedTuple
 
 from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge, First, RisingEdge, Timer
@@ -30,22 +29,16 @@ from ..regs import Registers
 from .axi_mem import GmemModel
 from .clock import PERIOD_NS, Timing, random_pauses
 
-__all__ = ["CapsField", "KernelBench"]
-
-
-class CapsField(NamedTuple):
-    """Bits ``lsb .. lsb + width - 1`` of a block's CAPS register."""
-    name: str
-    lsb: int
-    width: int
+__all__ = ["KernelBench"]
 
 
 class KernelBench:
     """Clock, reset, register access and the memory of one standalone block top.
 
     Subclasses set :attr:`BLOCK` (a :class:`spec.codes.BlockId`), :attr:`REGMAP` (the
-    block's generated register map module) and :attr:`CAPS_LAYOUT` (a :class:`CapsField`
-    per field of CAPS), and implement :meth:`expected_caps`.
+    block's generated register map module) and :attr:`CAPS_LAYOUT` (the fields of CAPS:
+    the ``caps_layout`` of the block's descriptor, :mod:`sim.blocks`), and implement
+    :meth:`expected_caps`.
 
     ``rng``: a ``random.Random`` (from :func:`sim.seed.test_seed`) for pause patterns and
     the bench's own choices. ``memory``: ``None`` for a block without ``m_axi_gmem``, else

@@ -1,6 +1,6 @@
 """Floating-point helpers for the golden model: bf16 and binary32 as the MA computes them.
 
-The matrix accelerator's bf16 arithmetic (DESIGN.md, "Matrix accelerator") differs from
+The matrix accelerator's bf16 arithmetic (docs/design.md, "Matrix accelerator") differs from
 plain IEEE 754 in three ways, and every function here that computes applies all three:
 
 1. Subnormal inputs read as a zero of the same sign.

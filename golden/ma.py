@@ -1,6 +1,6 @@
 """Bit-exact golden model of the matrix accelerator (MA): GEMM arithmetic, TAT, layout.
 
-This module *is* the arithmetic contract of DESIGN.md's "Matrix accelerator (MA)"; the RTL
+This module *is* the arithmetic contract of docs/design.md's "Matrix accelerator (MA)"; the RTL
 matches it bit for bit. It models results, not cycles.
 
 - :func:`gemm_int8`: C = A·B (or C + A·B) with int8 operands and int32 results wrapping

@@ -54,7 +54,7 @@ __all__ = ["RegmapError", "ROOT", "FORMATS", "blocks", "compile_block", "build_m
 
 ROOT = Path(__file__).resolve().parent.parent
 
-ADDR_WIDTH = 16  # s_axi_control byte address (DESIGN.md, "Control")
+ADDR_WIDTH = 16  # s_axi_control byte address (docs/design.md, "Control")
 DATA_WIDTH = 32
 
 # Access code: (sw, hw, onread, onwrite, singlepulse, hwset) of its fields.

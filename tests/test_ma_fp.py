@@ -226,7 +226,7 @@ def test_pe_int8_mode_wraps_like_golden():
     acc_values = rng.integers(-2**31, 2**31, count)
     acc_values[8:200] = rng.choice([2**31 - 1, -2**31, 2**31 - 16384, -2**31 + 16384], 192)
     got = run_pe_stages(acc_values, a_values, b_values, bf16=False)
-    # DESIGN.md: int8 × int8 summed exactly in 32-bit two's complement, wrapping.
+    # docs/design.md: int8 × int8 summed exactly in 32-bit two's complement, wrapping.
     expected = [(int(c) + int(x) * int(y)) & 0xFFFFFFFF
                 for c, x, y in zip(acc_values, a_values, b_values, strict=True)]
     bad = [n for n in range(count) if got[n] != expected[n]]

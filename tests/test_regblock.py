@@ -314,7 +314,7 @@ def test_start_pulse_precedes_b(order):
         master = SimAxiLiteMaster(ctx, dut.bus)
         regs = Registers(master, regmap)
         assert await master.write_word(regs.offset("START"), 1, order=order) == AxiResp.OKAY
-        # A STATUS read issued after the START response sees BUSY (DESIGN.md).
+        # A STATUS read issued after the START response sees BUSY (docs/design.md).
         assert regs.field("STATUS", "BUSY", await regs.read("STATUS")) == 1
         assert await regs.read("START") == 0
         await regs.write("START", 0)

@@ -1,6 +1,6 @@
 # Timing constraints of a v4hw standalone top (v4hw_ma, ...) as an RTL kernel on the
 # Alveo U280, for an out-of-context run of build.tcl. The port names are the ones every
-# standalone top has (DESIGN.md: ap_clk, ap_rst_n, s_axi_control_*, m_axi_gmem_*,
+# standalone top has (docs/design.md: ap_clk, ap_rst_n, s_axi_control_*, m_axi_gmem_*,
 # interrupt); tests/test_fpga_constraints.py checks that each pattern below matches ports
 # of every block's generated Verilog.
 #

@@ -10,7 +10,7 @@ __all__ = ["CommandStatus"]
 
 
 class CommandStatus(wiring.Component):
-    """The STATUS / ERROR / ERR_ADDR / CTR / IRQ behaviour of DESIGN.md, for one block.
+    """The STATUS / ERROR / ERR_ADDR / CTR / IRQ behaviour of docs/design.md, for one block.
 
     Rules:
 

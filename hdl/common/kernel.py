@@ -1,4 +1,4 @@
-"""What every standalone top shares (DESIGN.md, "Conventions shared by every block").
+"""What every standalone top shares (docs/design.md, "Conventions shared by every block").
 
 The kernel ports (``ap_clk``, ``ap_rst_n``, ``s_axi_control_*``, ``m_axi_gmem_*`` when
 the block masters memory, ``interrupt``), the clock domain they drive, and the common

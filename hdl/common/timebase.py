@@ -1,4 +1,4 @@
-"""The 64-bit free-running cycle counter every block reads (DESIGN.md, Timebase)."""
+"""The 64-bit free-running cycle counter every block reads (docs/design.md, Timebase)."""
 
 from amaranth.hdl import Module
 from amaranth.lib import wiring

@@ -7,7 +7,7 @@ Data flow of one command (C = A·B, or C += A·B)::
                           TileIssuer ── steps ───┘                      ▼
                                               RowWriter ◄── ResultPath (FIFO, credits)
 
-* **Checks at START** (DESIGN.md order): BAD_COMMAND, BAD_TAT, MISALIGNED, computed every
+* **Checks at START** (docs/design.md order): BAD_COMMAND, BAD_TAT, MISALIGNED, computed every
   cycle from the register values and registered (see :class:`MatrixCore`).
 * **TAT walk** (:class:`~hdl.ma.walk.TatWalk`): before any access, every row of A, B and
   C is checked to lie in mapped regions, so a failing command computes and writes nothing.

@@ -1,6 +1,6 @@
 """bf16 × bf16 → binary32 multiplier and binary32 adder of the MA (combinational or pipelined).
 
-Both follow the MA arithmetic contract (DESIGN.md, "bf16 mode"):
+Both follow the MA arithmetic contract (docs/design.md, "bf16 mode"):
 
 1. Subnormal inputs read as zero of the same sign.
 2. Every result that IEEE binary32 (round-to-nearest-even, gradual underflow) would make

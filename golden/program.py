@@ -38,7 +38,7 @@ __all__ = ["DTYPES", "MA_MAX", "BlockConfig", "Tensor", "Operand", "VaCmd", "MaC
            "decode_steps", "summary"]
 
 DTYPES = {"bf16": np.uint16, "binary32": np.uint32, "int8": np.int8, "int32": np.int32}
-MA_MAX = 128          # the MA's M, K and N are 1..128 (DESIGN.md); larger products are tiled
+MA_MAX = 128          # the MA's M, K and N are 1..128 (docs/design.md); larger products are tiled
 ALIGN = 64            # every tensor starts on a 64-byte boundary
 
 

@@ -1,8 +1,8 @@
 """Preset ``notes``: the design notes' tiered cache and dynamic expert selection.
 
-**Project-defined.** The design notes (``../shared/seeds/002_*.txt``) name the mechanisms
-but leave much open or contradict themselves; every decision taken here, and its reason,
-is in ``docs/golden/notes-preset.md`` (numbered D1, D2, … below).
+**Project-defined.** The design notes (the second note; not part of this repository)
+name the mechanisms but leave much open or contradict themselves; every decision taken
+here, and its reason, is in ``docs/golden/notes-preset.md`` (numbered D1, D2, … below).
 
 For a query at position ``p``, with the refresh anchor ``r = ⌊p / R⌋ · R`` (D3):
 

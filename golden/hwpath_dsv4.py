@@ -11,7 +11,7 @@ here (``docs/golden/hw-path.md`` says why).
 
 Mapping decisions beyond :mod:`golden.hwpath`'s: the compressors' softmax over the slots
 of a group is a VA SOFTMAX per (group, channel); the indexer's ReLU is a VA CLAMP to
-``[+0, +inf]`` (CLAMP, SOFTPLUS and SQRT extend DESIGN.md's VA: see :mod:`golden.va`); its
+``[+0, +inf]`` (CLAMP, SOFTPLUS and SQRT extend docs/design.md's VA: see :mod:`golden.va`); its
 top-k keeps ``index_topk`` (more than the VA's 8) entries, which the VA does as repeated
 TOP-K passes over the remaining entries — the same result as one sort by the VA's order
 (ties to the lowest index), which is what is computed; the sink is one more element of

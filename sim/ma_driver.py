@@ -262,7 +262,7 @@ class MaBench(KernelBench):
     # -- reference of the checks at START
     def predict_refusal(self, cmd):
         """``(code, ERR_ADDR)`` of the first failing check at START or of the TAT walk,
-        or ``None`` if the command should run (DESIGN.md order)."""
+        or ``None`` if the command should run (docs/design.md order)."""
         if cmd.mode not in (MaMode.INT8, MaMode.BF16) or not all(
                 1 <= x <= MAX_DIM for x in (cmd.m, cmd.k, cmd.n)):
             return ErrorCode.BAD_COMMAND, 0

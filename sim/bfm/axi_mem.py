@@ -2,7 +2,7 @@
 
 A sparse 48-bit physical byte space with a fixed read and write latency in clock cycles,
 optional SLVERR/DECERR ranges (:class:`ErrorRange`), a log of every burst
-(:class:`ReadBurst`, :class:`WriteBurst`), and checks of the AXI4 rules of DESIGN.md's
+(:class:`ReadBurst`, :class:`WriteBurst`), and checks of the AXI4 rules of docs/design.md's
 memory port (INCR, full-width beats, aligned, never crossing 4 KiB, 48-bit addresses,
 ID 0). Latencies are counted in the edges of a :class:`~sim.bfm.clock.Timing`.
 """
@@ -64,7 +64,7 @@ class ErrorRange:
 
 
 class _ProtocolChecks:
-    """The AXI4 rules of DESIGN.md's memory port that every burst of a block must follow,
+    """The AXI4 rules of docs/design.md's memory port that every burst of a block must follow,
     and the life cycle of a port's responder: ``_respond`` serves ``_due`` (a queue of
     (edge, burst)) while out of reset, and everything pending is dropped at reset."""
 

@@ -1,6 +1,6 @@
 """Bit-exact golden model of the vector accelerator (VA): arithmetic and every command.
 
-This module *is* the arithmetic contract of DESIGN.md's "Vector accelerator (VA)"; the
+This module *is* the arithmetic contract of docs/design.md's "Vector accelerator (VA)"; the
 RTL reproduces it bit for bit. It models results, not cycles.
 
 Number formats
@@ -61,8 +61,8 @@ with the reference also flushing subnormals; checked exhaustively over all 65 53
 inputs by ``tests/test_golden_va.py``): exp, SiLU, reciprocal, rsqrt, softplus and sqrt
 ``<= 1``; CLAMP exact (0).
 
-Extension of DESIGN.md's VA list: CLAMP (19), SOFTPLUS (20) and SQRT (21) are not in
-DESIGN.md's command list; they were added (project lead's decision) because the
+Extension of docs/design.md's VA list: CLAMP (19), SOFTPLUS (20) and SQRT (21) are not in
+docs/design.md's command list; they were added (project lead's decision) because the
 ``deepseek-v4`` MoE needs them on the hardware-exact path: its router score
 ``sqrt(softplus(x))`` needs a logarithm (SOFTPLUS) and a square root (SQRT), its
 clamped SwiGLU a min / max (CLAMP). The RTL runs them in ``hdl/va/extfunc.py``.

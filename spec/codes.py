@@ -11,7 +11,7 @@ __all__ = ["ErrorCode", "MaMode", "BlockId", "VaOpcode", "McOp", "TrafficClass",
 
 
 class ErrorCode(IntEnum):
-    """Value of the ERROR register, shared by every block (DESIGN.md)."""
+    """Value of the ERROR register, shared by every block (docs/design.md)."""
     NONE = 0
     BAD_COMMAND = 1      # shape, length, opcode or field out of range
     MISALIGNED = 2       # an address or stride not a multiple of its element size

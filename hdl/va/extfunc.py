@@ -1,6 +1,6 @@
 """The VA's extension functions: CLAMP, SOFTPLUS and SQRT (opcodes 19, 20, 21).
 
-These three commands extend DESIGN.md's VA list (the project lead's decision, for the
+These three commands extend docs/design.md's VA list (the project lead's decision, for the
 ``deepseek-v4`` MoE: sqrt-softplus router scores, clamped SwiGLU). The algorithms are
 those of :mod:`golden.va` (its module docstring documents them and their error bounds):
 SOFTPLUS is the exp unit, one binary32 add and a table + quadratic fixed-point logarithm;

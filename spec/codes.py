@@ -33,6 +33,8 @@ class BlockId(IntEnum):
     VA = 0x5641  # "VA"
     MC = 0x4D43  # "MC"
     MUON = 0x4D55  # "MU"
+    TILE = 0x5449  # "TI": the integrated tile's own registers
+    MIGRATE = 0x434D  # "CM": the tile's cache-migrate engine
 
 
 class VaOpcode(IntEnum):

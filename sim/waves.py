@@ -20,13 +20,16 @@ finds them from the Verilog module name of a standalone top.
 """
 
 import difflib
+import math
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from vcd.gtkw import GTKWSave
 
-__all__ = ["VcdSignal", "read_vcd_signals", "match_signals", "write_gtkw", "block_groups"]
+__all__ = ["VcdSignal", "read_vcd_signals", "match_signals", "vcd_extent", "whole_run_zoom",
+           "write_gtkw", "block_groups"]
 
 
 @dataclass(frozen=True)
@@ -153,26 +156,62 @@ def match_signals(signals, patterns, *, top=None):
     return list(chosen)
 
 
+WINDOW = (1400, 800)      # GTKWave window, pixels
+SIGNALS_WIDTH = 260       # its signal-name pane
+
+
+def vcd_extent(vcd_path):
+    """``(last timestamp, timescale multiplier)`` of a VCD: the last ``#t`` it holds (0 if
+    none) and the number of its ``$timescale`` (10 for ``10ps``), so that the run spans
+    ``last × multiplier`` of GTKWave's time units. Reads the header and the file's tail
+    only."""
+    multiplier = 1
+    with open(vcd_path, "rb") as vcd:
+        head = vcd.read(1 << 16).decode("utf-8", "replace")
+        scale = re.search(r"\$timescale\s+(\d+)\s*(s|ms|us|ns|ps|fs)\s+\$end", head)
+        if scale:
+            multiplier = int(scale[1])
+        vcd.seek(0, 2)
+        size = vcd.tell()
+        vcd.seek(max(0, size - (1 << 16)))
+        tail = vcd.read().decode("utf-8", "replace")
+    stamps = re.findall(r"^#(\d+)\s*$", tail, re.MULTILINE)
+    return (int(stamps[-1]) if stamps else 0), multiplier
+
+
+def whole_run_zoom(span, pixels=WINDOW[0] - SIGNALS_WIDTH - 40):
+    """GTKWave's zoom level that shows ``span`` time units across ``pixels`` pixels of
+    the wave pane (GTKWave draws ``2**-zoom`` units a pixel)."""
+    return -math.log2(span / pixels) if span > pixels else 0.0
+
+
 def write_gtkw(vcd_path, gtkw_path, groups, *, top=None):
     """Write a GTKWave save file for ``vcd_path`` showing ``groups``.
 
     ``groups`` is a list of ``(title, [pattern, ...])``; each becomes a GTKWave group
     with the matching signals (see the module docstring for patterns). ``top`` names the
     design's top scope; by default the single root scope other than ``$rootio``.
-    Vectors are shown in hex, each under its path below the top.
+    Vectors are shown in hex, each under its path below the top. The save file opens with
+    the whole run in view, and names the VCD by its path relative to the save file's
+    folder, so a run folder can be moved or copied whole.
     """
     vcd_path, gtkw_path = Path(vcd_path).resolve(), Path(gtkw_path).resolve()
     signals = read_vcd_signals(vcd_path)
     root = _design_root(signals, top)
     resolved = [(title, match_signals(signals, patterns, top=root[-1]))
                 for title, patterns in groups]
+    last, multiplier = vcd_extent(vcd_path)
+    dumpfile = os.path.relpath(vcd_path, gtkw_path.parent)
     with open(gtkw_path, "w") as file:
         save = GTKWSave(file)
-        save.comment(f"written by sim/waves.py; open with: gtkwave {vcd_path} {gtkw_path}")
-        save.dumpfile(str(vcd_path))
-        save.savefile(str(gtkw_path))
+        save.comment(f"written by sim/waves.py; open with: cd {gtkw_path.parent} && "
+                     f"gtkwave {dumpfile} {gtkw_path.name}")
+        save.dumpfile(dumpfile, abspath=False)
+        save.savefile(gtkw_path.name, abspath=False)
+        save.size(*WINDOW)
+        save.zoom_markers(whole_run_zoom(last * multiplier))
         save.treeopen(".".join(root) + ".")
-        save.signals_width(260)
+        save.signals_width(SIGNALS_WIDTH)
         for title, chosen in resolved:
             with save.group(title):
                 for signal in chosen:

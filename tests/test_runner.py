@@ -1,5 +1,6 @@
 """Tests of the simulation runner (``sim/runner.py``) and its helpers, on a tiny counter."""
 
+import math
 import os
 import random
 import re
@@ -23,7 +24,16 @@ from sim.runner import (
 )
 from sim.seed import test_seed
 from sim.toolchain import setup_environment
-from sim.waves import block_groups, match_signals, read_vcd_signals, write_gtkw
+from sim.waves import (
+    SIGNALS_WIDTH,
+    WINDOW,
+    block_groups,
+    match_signals,
+    read_vcd_signals,
+    vcd_extent,
+    whole_run_zoom,
+    write_gtkw,
+)
 
 TB = "tests.runner_smoke_tb"
 TOP = "smoke_counter"
@@ -261,6 +271,27 @@ def test_waves_patterns(tmp_path):
 
     gtkw = write_gtkw(vcd, tmp_path / "w.gtkw", [("in", ["ap_clk", "inp__*"])], top="top")
     text = gtkw.read_text()
-    assert f'[dumpfile] "{vcd}"' in text
+    assert '[dumpfile] "dump.vcd"' in text       # relative to the save file's folder
     assert "+{ap_clk} top.ap_clk\n" in text
     assert r"+{inp__payload.op[2:0]} top.\inp__payload.op[2:0]" in text
+
+
+def test_gtkw_opens_with_the_whole_run_in_view(tmp_path):
+    """The save file's zoom shows the VCD's last timestamp (times its timescale) across
+    the wave pane; a moved run folder still finds its VCD."""
+    run = tmp_path / "run"
+    run.mkdir()
+    vcd = run / "dump.vcd"
+    vcd.write_text(VCD_HEADER.replace("#0\n", "").replace("$timescale 1ps $end", "$timescale 10ps $end")
+                   + "#0\n#5000\n#123456\n")
+    assert vcd_extent(vcd) == (123456, 10)
+    gtkw = write_gtkw(vcd, run / "w.gtkw", [("in", ["ap_clk"])], top="top")
+    zoom = float(re.search(r"^\*(-?[0-9.]+) ", gtkw.read_text(), re.MULTILINE)[1])
+    pixels = WINDOW[0] - SIGNALS_WIDTH - 40
+    assert zoom == pytest.approx(-math.log2(1234560 / pixels), abs=1e-5)
+    assert 2 ** -zoom * pixels == pytest.approx(1234560, rel=1e-4)
+    assert whole_run_zoom(100) == 0.0          # a short run: GTKWave's own zoom
+    moved = tmp_path / "moved"
+    run.rename(moved)
+    dumpfile = re.search(r'^\[dumpfile\] "([^"]+)"', (moved / "w.gtkw").read_text(), re.MULTILINE)[1]
+    assert (moved / dumpfile).is_file()

@@ -1,48 +1,78 @@
 """Seeds for random tests: every run prints one, one variable reruns it.
 
-``V4HW_SEED=<N>`` in the environment fixes the seed; it reaches cocotb tests too, since
-the simulator inherits the environment of pytest. Draw every random choice of a test from
-the ``random.Random`` that :func:`test_seed` returns (not from the module ``random``,
-which cocotb seeds on its own), or a rerun will not repeat the run.
+Each test has a fixed seed of its own, derived from its pytest node id (``make test`` is
+the same run every time, so a failure there is a failure of the change, not of the
+draw). ``V4HW_SEED=<N>`` in the environment replaces it, so a printed seed reruns a
+case; it reaches cocotb tests too, since the simulator inherits the environment of
+pytest, and ``sim/runner.py`` passes the node id into the simulation.
+``V4HW_SEED_SALT=<S>`` draws other fixed seeds, one a test (the seed is derived from
+the salt and the node id): ``make soak`` gives each round a new salt. The printed line
+names the seed itself, so its rerun needs no salt.
+
+Draw every random choice of a test from the ``random.Random`` that :func:`test_seed`
+returns (not from the module ``random``, which cocotb seeds on its own), or a rerun will
+not repeat the run.
 """
 
+import hashlib
 import os
 import random
 import shlex
 
-__all__ = ["SEED_VARIABLE", "test_seed"]
+__all__ = ["SEED_VARIABLE", "SALT_VARIABLE", "current_node", "default_seed", "test_seed",
+           "rerun_command"]
 
 SEED_VARIABLE = "V4HW_SEED"
+SALT_VARIABLE = "V4HW_SEED_SALT"
 
 
-def _rerun_command():
-    # sim/runner.py passes the pytest node id into the simulation; in pytest itself
-    # PYTEST_CURRENT_TEST holds it ("<node id> (call)").
+def current_node():
+    """The pytest node id of the running test, or ``None`` outside pytest.
+
+    In a simulation ``sim/runner.py`` passes it as ``V4HW_PYTEST_NODE``; in pytest itself
+    ``PYTEST_CURRENT_TEST`` holds it (``"<node id> (call)"``).
+    """
     node = os.environ.get("V4HW_PYTEST_NODE")
     if not node and os.environ.get("PYTEST_CURRENT_TEST"):
         node = os.environ["PYTEST_CURRENT_TEST"].rsplit(" (", 1)[0]
-    if node:
-        return f"python -m pytest {shlex.quote(node)}"
-    return "<the same command>"
+    return node or None
+
+
+def default_seed(node, salt=""):
+    """The fixed 32-bit seed of test ``node`` (``""`` outside pytest) with ``salt``."""
+    text = f"{salt}\0{node or ''}".encode()
+    return int.from_bytes(hashlib.sha256(text).digest()[:4], "little")
+
+
+def rerun_command(node, seed):
+    """The shell command that reruns ``node`` with ``seed``."""
+    where = f"python -m pytest {shlex.quote(node)}" if node else "<the same command>"
+    return f"{SEED_VARIABLE}={seed} {where}"
+
+
+def _parse(name, text):
+    try:
+        value = int(text, 0)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ValueError(f"{name} must be a non-negative integer, not {text!r}")
+    return value
 
 
 def test_seed():
-    """Return a ``random.Random`` seeded from ``V4HW_SEED``, or freshly if it is unset.
+    """Return a ``random.Random`` seeded from ``V4HW_SEED``, else with the test's own seed.
 
-    Prints ``seed=<N>; rerun with: V4HW_SEED=<N> <command>``. Raises ``ValueError`` if
-    ``V4HW_SEED`` is not a non-negative integer.
+    The test's own seed is :func:`default_seed` of its node id and ``V4HW_SEED_SALT``
+    (empty if unset). Prints ``seed=<N>; rerun with: V4HW_SEED=<N> <command>``. Raises
+    ``ValueError`` if ``V4HW_SEED`` or ``V4HW_SEED_SALT`` is not a non-negative integer.
     """
+    node = current_node()
     text = os.environ.get(SEED_VARIABLE, "").strip()
-    if text:
-        try:
-            seed = int(text, 0)
-        except ValueError:
-            seed = -1
-        if seed < 0:
-            raise ValueError(f"{SEED_VARIABLE} must be a non-negative integer, not {text!r}")
-    else:
-        seed = random.SystemRandom().getrandbits(32)
-    print(f"seed={seed}; rerun with: {SEED_VARIABLE}={seed} {_rerun_command()}", flush=True)
+    salt = os.environ.get(SALT_VARIABLE, "").strip()
+    salt = str(_parse(SALT_VARIABLE, salt)) if salt else ""
+    seed = _parse(SEED_VARIABLE, text) if text else default_seed(node, salt)
+    print(f"seed={seed}; rerun with: {rerun_command(node, seed)}", flush=True)
     return random.Random(seed)
 
 

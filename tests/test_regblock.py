@@ -9,8 +9,6 @@ The bus is driven by ``SimAxiLiteMaster``, a small AXI4-Lite master with the
 testbench helper ``sim.regs.Registers`` and name registers instead of writing offsets.
 """
 
-import os
-import random
 from types import SimpleNamespace
 
 import pytest
@@ -24,6 +22,7 @@ import hdl.ma.regmap as regmap
 from hdl.common.axi import AXI4LiteSignature, AXI4Signature, AxiResp, connect_flat, flat_members
 from hdl.common.regblock import RegisterBlock
 from sim.regs import RegisterAccessError, Registers
+from sim.seed import test_seed
 from spec.codes import BlockId, ErrorCode, MaMode
 
 ORDERS = ("together", "aw_first", "w_first")
@@ -169,12 +168,6 @@ def holes():
     offsets = {register["offset"] for register in regmap.REGISTERS}
     gaps = [offset for offset in range(0, max(offsets) + 8, 4) if offset not in offsets]
     return sorted({gaps[0], gaps[len(gaps) // 2], gaps[-1], (1 << regmap.ADDR_WIDTH) - 4})
-
-
-def seed():
-    value = int(os.environ.get("V4HW_SEED", random.randrange(1 << 32)))
-    print(f"seed {value} (rerun with V4HW_SEED={value})")
-    return value
 
 
 def test_members_follow_access():
@@ -456,7 +449,7 @@ def test_one_outstanding_read_writes_independent():
 
 
 def test_random_traffic_against_model():
-    rng = random.Random(seed())
+    rng = test_seed()
     dut = RegisterBlock(regmap)
     rw = [register for register in regmap.REGISTERS if register["access"] == "RW"]
 

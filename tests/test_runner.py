@@ -22,7 +22,7 @@ from sim.runner import (
     icarus_time0_fix,
     run_cocotb,
 )
-from sim.seed import test_seed
+from sim.seed import default_seed, test_seed
 from sim.toolchain import setup_environment
 from sim.waves import (
     SIGNALS_WIDTH,
@@ -216,15 +216,40 @@ def test_seed_from_environment(monkeypatch, capsys):
                     "tests/test_runner.py::test_seed_from_environment")
 
 
-def test_seed_fresh(monkeypatch, capsys):
+def test_seed_fixed_per_test(monkeypatch, capsys):
+    """Without V4HW_SEED each test has its own seed, the same on every run; a salt
+    (make soak) gives other seeds; the printed command reruns the case without it."""
+    node = "tests/test_x.py::test_y[icarus]"
     monkeypatch.delenv("V4HW_SEED", raising=False)
-    monkeypatch.setenv("V4HW_PYTEST_NODE", "tests/test_x.py::test_y[icarus]")
-    test_seed()
+    monkeypatch.delenv("V4HW_SEED_SALT", raising=False)
+    monkeypatch.setenv("V4HW_PYTEST_NODE", node)
+    first = test_seed().random()
+    assert test_seed().random() == first
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == lines[1]
     seed = re.fullmatch(r"seed=(\d+); rerun with: V4HW_SEED=\1 python -m pytest "
-                        r"'tests/test_x.py::test_y\[icarus\]'\n", capsys.readouterr().out)
-    assert seed
+                        r"'tests/test_x.py::test_y\[icarus\]'", lines[0])
+    assert seed and int(seed[1]) == default_seed(node)
+    assert random.Random(int(seed[1])).random() == first
+
+    monkeypatch.setenv("V4HW_PYTEST_NODE", "tests/test_x.py::test_y[verilator]")
+    assert test_seed().random() != first
+    monkeypatch.setenv("V4HW_PYTEST_NODE", node)
+    monkeypatch.setenv("V4HW_SEED_SALT", "7")
+    salted = test_seed().random()
+    assert salted != first
+    assert salted == random.Random(default_seed(node, "7")).random()
+    printed = int(re.match(r"seed=(\d+);", capsys.readouterr().out.splitlines()[-1])[1])
+    monkeypatch.delenv("V4HW_SEED_SALT")
+    monkeypatch.setenv("V4HW_SEED", str(printed))
+    assert test_seed().random() == salted
+
     monkeypatch.setenv("V4HW_SEED", "-3")
     with pytest.raises(ValueError, match="V4HW_SEED"):
+        test_seed()
+    monkeypatch.delenv("V4HW_SEED")
+    monkeypatch.setenv("V4HW_SEED_SALT", "x")
+    with pytest.raises(ValueError, match="V4HW_SEED_SALT"):
         test_seed()
 
 

@@ -53,7 +53,7 @@ from .waves import block_groups, write_gtkw
 __all__ = [
     "SIMULATORS", "REPO_ROOT", "BUILD_ROOT", "WAIVERS", "TIMESCALE",
     "SimulationError", "SimulationTimeout", "CocotbTestFailure",
-    "run_cocotb", "ApTop", "ap_verilog", "icarus_time0_fix",
+    "run_cocotb", "ApTop", "ap_verilog", "icarus_time0_fix", "BUILDS_USED",
 ]
 
 SIMULATORS = ("icarus", "verilator")
@@ -69,6 +69,13 @@ _STAMP = "v4hw-build.json"
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+=-]*")
 
 log = logging.getLogger(__name__)
+
+BUILDS_USED = []
+"""One ``(build name, seconds)`` pair for each build that :func:`run_cocotb` used in this
+process, appended in order: the name is ``<config_name>-<simulator>``, the seconds those of
+the build if this call built it, else the time it waited for another process's build of
+it (about 0 when the build was complete). ``tests/conftest.py`` reads it to schedule the
+regression by each test's run time apart from the build it happened to do or wait for."""
 
 
 class SimulationError(RuntimeError):
@@ -294,13 +301,14 @@ def _build_options(simulator, toplevel, waves, trace_exclude=(), public="all", o
 
 
 def _build(simulator, source, toplevel, options, build_dir):
-    """Build into ``build_dir`` unless a complete build is there; return whether it built."""
+    """Build into ``build_dir`` unless a complete build is there; return the seconds the
+    build took, 0 if one was there."""
     build_dir.mkdir(parents=True, exist_ok=True)
     # Another pytest process (xdist, a colleague's run) may be building the same thing.
     with _locked(build_dir / ".lock"):
         if (build_dir / _STAMP).is_file():
             log.info("reusing build %s", build_dir)
-            return False
+            return 0
         log.info("building %s", build_dir)
         verilog_file = build_dir / f"{toplevel}.v"
         verilog_file.write_text(source)
@@ -325,7 +333,7 @@ def _build(simulator, source, toplevel, options, build_dir):
         stamp = dict(options, build_seconds=seconds)
         stamp.pop("waivers", None)
         (build_dir / _STAMP).write_text(json.dumps(stamp, indent=2, sort_keys=True) + "\n")
-        return True
+        return seconds
 
 
 # --- Results -------------------------------------------------------------------------------
@@ -460,7 +468,11 @@ def run_cocotb(simulator, verilog, toplevel, test_module, *, config_name, testca
     digest = hashlib.sha256(json.dumps(options, sort_keys=True).encode())
     digest.update(b"\0" + source.encode())
     build_dir = BUILD_ROOT / f"{config_name}-{simulator}-{digest.hexdigest()[:12]}"
-    _build(simulator, source, toplevel, options, build_dir)
+    waited = time.monotonic()
+    built = _build(simulator, source, toplevel, options, build_dir)
+    # A build another process was doing counts as this test's wait, not as its run.
+    BUILDS_USED.append((f"{config_name}-{simulator}",
+                        built or round(time.monotonic() - waited, 3)))
 
     node = _pytest_node()
     run_name = _slug(node.rsplit("::", 1)[-1]) if node else "run"

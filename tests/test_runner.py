@@ -320,3 +320,44 @@ def test_gtkw_opens_with_the_whole_run_in_view(tmp_path):
     run.rename(moved)
     dumpfile = re.search(r'^\[dumpfile\] "([^"]+)"', (moved / "w.gtkw").read_text(), re.MULTILINE)[1]
     assert (moved / dumpfile).is_file()
+
+
+# --- Scheduling (tests/conftest.py) ---------------------------------------------------------
+
+def test_schedule_puts_builds_first_and_waits_for_them():
+    import json
+
+    from tests.conftest import dumps, schedule
+
+    builds = {"big-verilator": 100.0, "small-verilator": 30.0}
+    tests = {
+        "a": {"seconds": 5, "builds": ["big-verilator"]},
+        "b": {"seconds": 50, "builds": ["big-verilator"]},
+        "c": {"seconds": 2, "builds": ["small-verilator"]},
+        "d": {"seconds": 40, "builds": []},
+        "e": {"seconds": 1, "builds": []},
+        "f": {"seconds": 3, "builds": ["big-verilator"]},
+    }
+    items = ["a", "b", "c", "d", "e", "f", "new"]
+    order = schedule(items, tests, builds, 2)
+    assert sorted(order) == sorted(items)
+    # worksteal's split: 3 items to the first worker, 4 to the second.
+    shares = [order[:3], order[3:]]
+    # New tests first; each build's longest user starts it, the two builds in parallel.
+    assert shares[1][0] == "new" or shares[0][0] == "new"
+    firsts = {shares[0][0], shares[1][0], shares[0][1], shares[1][1]}
+    assert {"b", "c"} <= firsts
+    # Within a share the simulated start times never decrease; no user of the big build
+    # starts on the other worker before the build is done (b's worker has it at 0..100).
+    big = next(k for k in (0, 1) if "b" in shares[k])
+    other = shares[1 - big]
+    elapsed = 0.0
+    for item in other:
+        if item in ("a", "f"):
+            assert elapsed >= 100, (order, item)
+        elapsed += tests.get(item, {"seconds": 2.5})["seconds"] + (
+            30 if item == "c" else 0)
+    # One worker: the same items, builders before the others.
+    single = schedule(items, tests, builds, 1)
+    assert single.index("b") < single.index("a") and single.index("c") < single.index("d")
+    assert json.loads(dumps(tests, builds)) == {"tests": tests, "builds": builds}

@@ -1,0 +1,153 @@
+"""Scheduling of the regression: the longest tests first, each simulator build early.
+
+``tests/data/durations.json`` records, for each test, its run time apart from any
+simulator build it did, and the builds it used (``sim.runner.BUILDS_USED``); for each
+build, its time. Before a run the tests are put in the order that a greedy schedule on
+the run's workers (pytest-xdist's ``-n``) finishes soonest: every build's first user
+goes first (the builds in parallel, the longest first), then the other tests, the
+longest first, none before its build is done. pytest-xdist's ``worksteal`` gives each
+worker a contiguous share of the collection, so the order lays out each worker's share
+of the schedule in turn. Tests the file does not know get the median time of their kind
+and go first among theirs.
+
+``pytest --store-durations`` writes the file from the run (merging it with the
+recorded entries); ``make durations`` runs `make test`'s selection that way. The order
+never changes what runs, only when.
+"""
+
+import json
+import os
+import statistics
+from pathlib import Path
+
+import pytest
+
+DURATIONS = Path(__file__).resolve().parent / "data" / "durations.json"
+
+
+def pytest_addoption(parser):
+    parser.addoption("--store-durations", action="store_true",
+                     help="record each test's run time and builds in tests/data/durations.json")
+
+
+def _load():
+    try:
+        data = json.loads(DURATIONS.read_text())
+    except FileNotFoundError:
+        return {}, {}
+    return data.get("tests", {}), data.get("builds", {})
+
+
+def _workers(config):
+    count = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if count:
+        return max(1, int(count))
+    option = getattr(config.option, "numprocesses", None)
+    return option if isinstance(option, int) and option > 0 else 1
+
+
+def schedule(items, tests, builds, workers):
+    """``items`` (node ids) in the order described in the module docstring.
+
+    ``tests``: ``{node id: {"seconds": s, "builds": [name, ...]}}``; ``builds``:
+    ``{name: seconds}``. Returns the node ids, worker 0's share first.
+    """
+    known = [t for t in tests.values() if "seconds" in t]
+    typical = statistics.median(t["seconds"] for t in known) if known else 1.0
+    cost = {item: tests.get(item, {}).get("seconds", typical) for item in items}
+    uses = {item: [b for b in tests.get(item, {}).get("builds", []) if b in builds]
+            for item in items}
+    # The builder of each build: the longest of its users.
+    builder = {}
+    for item in sorted(items, key=lambda i: -cost[i]):
+        for build in uses[item]:
+            builder.setdefault(build, item)
+    first = set(builder.values())
+    unknown = [item for item in items if item not in tests]
+    order = (unknown
+             + sorted(first - set(unknown),
+                      key=lambda i: -(cost[i] + sum(builds[b] for b in uses[i]
+                                                     if builder[b] == i)))
+             + sorted((i for i in items if i not in first and i in tests),
+                      key=lambda i: -cost[i]))
+    # worksteal's first split: worker k gets the next len(rest) // (workers - k) items.
+    sizes, remaining = [], len(items)
+    for k in range(workers):
+        sizes.append(remaining // (workers - k))
+        remaining -= sizes[-1]
+    shares = [[] for _ in range(workers)]
+    finish = [0.0] * workers
+    ready = {}
+    for item in order:
+        own = [b for b in uses[item] if builder[b] == item]
+        wait = max((ready.get(b, 0.0) for b in uses[item] if b not in own), default=0.0)
+        free = [k for k in range(workers) if len(shares[k]) < sizes[k]]
+        k = min(free, key=lambda k: (max(finish[k], wait), k))
+        start = max(finish[k], wait)
+        build_time = sum(builds[b] for b in own)
+        for b in own:
+            ready[b] = start + build_time
+        finish[k] = start + build_time + cost[item]
+        shares[k].append(item)
+    return [item for share in shares for item in share]
+
+
+def pytest_collection_modifyitems(config, items):
+    tests, builds = _load()
+    if not tests:
+        return
+    by_id = {item.nodeid: item for item in items}
+    order = schedule(list(by_id), tests, builds, _workers(config))
+    items[:] = [by_id[node] for node in order]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    from sim import runner
+
+    start = len(runner.BUILDS_USED)
+    try:
+        return (yield)
+    finally:
+        used = runner.BUILDS_USED[start:]
+        item.user_properties.append(("v4hw_builds", used))
+
+
+class _Recorder:
+    def __init__(self):
+        self.tests = {}
+
+    def pytest_runtest_logreport(self, report):
+        if report.when != "call" or not report.passed:
+            return
+        used = dict(report.user_properties).get("v4hw_builds", [])
+        build_seconds = sum(seconds for _, seconds in used)
+        self.tests[report.nodeid] = {
+            "seconds": round(max(0.0, report.duration - build_seconds), 2),
+            "builds": sorted({name for name, _ in used}),
+            "build_seconds": {name: seconds for name, seconds in used if seconds >= 1},
+        }
+
+    def pytest_sessionfinish(self, session):
+        tests, builds = _load()
+        measured = {}
+        for node, entry in self.tests.items():
+            for name, seconds in entry.pop("build_seconds").items():
+                measured[name] = max(measured.get(name, 0), round(seconds, 1))
+            tests[node] = entry
+        builds.update(measured)
+        DURATIONS.write_text(dumps(tests, builds))
+
+
+def dumps(tests, builds):
+    """The durations file's text: one line a test and a build, sorted (small diffs)."""
+    def section(entries):
+        return ",\n".join(f"  {json.dumps(key)}: {json.dumps(value, sort_keys=True)}"
+                          for key, value in sorted(entries.items()))
+    return f'{{\n "tests": {{\n{section(tests)}\n }},\n "builds": {{\n{section(builds)}\n }}\n}}\n'
+
+
+def pytest_configure(config):
+    # The controller (or a run without xdist) records; workers only report.
+    if config.getoption("store_durations") and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(_Recorder(), "v4hw-durations")

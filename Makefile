@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: all setup demo bench-muon test regress test-fast test-golden verilog regmap waves clean help fpga fpga-synth
+.PHONY: all setup demo bench-muon test regress test-fast test-cocotb test-golden durations soak verilog regmap waves clean help fpga fpga-synth
 
 all: help
 
@@ -16,6 +16,9 @@ help:
 	@echo "make test       the whole regression: golden, Amaranth simulator, cocotb on Icarus and Verilator"
 	@echo "make regress    everything make test runs, and the long checks (a fresh pip install, ...)"
 	@echo "make test-fast  golden and Amaranth-simulator tests only, on every core"
+	@echo "make test-cocotb the cocotb tier of make test only (Icarus and Verilator)"
+	@echo "make soak       make test's random tests again and again with new seeds (SOAK_MINUTES=60 or HOURS=8)"
+	@echo "make durations  run make test and record each test's time (tests/data/durations.json)"
 	@echo "make test-golden the golden attention + MoE datapath tests only (seconds)"
 	@echo "make verilog    write build/v4hw_ma.v (default parameters)"
 	@echo "make regmap     regenerate the committed register-map files"
@@ -83,6 +86,22 @@ regress: setup
 
 test-fast: setup
 	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist worksteal -m "not cocotb and not regress"
+
+test-cocotb: setup
+	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist worksteal -m "cocotb and not regress"
+
+# The order of a run comes from tests/data/durations.json (tests/conftest.py): rerecord it
+# when tests were added or got much longer or shorter.
+durations: setup
+	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist worksteal -m "not regress" --store-durations
+
+# New seeds each round (V4HW_SEED_SALT), until the time is up; every failure is saved in
+# build/soak/failures.jsonl with its seed and the command that reruns it (sim/soak.py).
+# SOAK_ARGS: other pytest arguments (default: make test's selection).
+SOAK_MINUTES ?= 60
+soak: setup
+	$(BIN)/python -m sim.soak $(if $(HOURS),--hours $(HOURS),--minutes $(SOAK_MINUTES)) \
+	    --jobs $(TEST_JOBS) $(if $(SOAK_ARGS),-- $(SOAK_ARGS))
 
 test-golden: $(STAMP)
 	$(BIN)/python -m pytest -q tests/test_golden_attn*.py

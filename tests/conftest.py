@@ -149,5 +149,7 @@ def dumps(tests, builds):
 
 def pytest_configure(config):
     # The controller (or a run without xdist) records; workers only report.
-    if config.getoption("store_durations") and not hasattr(config, "workerinput"):
+    if hasattr(config, "workerinput"):
+        return
+    if config.getoption("store_durations"):
         config.pluginmanager.register(_Recorder(), "v4hw-durations")

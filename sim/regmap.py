@@ -11,6 +11,10 @@ Every block ``B`` with a ``hdl/B/B.rdl`` gets
 ``docs/B/regmap.html``     one self-contained HTML page (ours; see :func:`render_html`)
 =========================  ==========================================================
 
+A unit inside a block's package with a map of its own (:data:`UNIT_MAPS`: the tile's
+cache-migrate engine) has ``hdl/P/U.rdl`` and gets ``hdl/P/U_regmap.py`` and
+``docs/P/U/regmap.*``.
+
 All outputs are deterministic and committed; ``tests/test_generated.py`` fails when one
 is stale. Command line (``v4hw regmap`` or ``python -m sim.regmap``)::
 
@@ -48,7 +52,8 @@ from systemrdl import RDLCompiler
 from systemrdl.node import RegNode
 from systemrdl.rdltypes import AccessType, OnReadType, OnWriteType
 
-__all__ = ["RegmapError", "ROOT", "FORMATS", "blocks", "compile_block", "build_model",
+__all__ = ["RegmapError", "ROOT", "FORMATS", "UNIT_MAPS", "blocks", "rdl_source",
+           "module_name", "module_path", "docs_dir", "compile_block", "build_model",
            "render_python", "render_json", "render_markdown", "render_c", "render_html",
            "render", "generated_files", "stale_files", "update", "main"]
 
@@ -74,18 +79,43 @@ class RegmapError(Exception):
     """A register description the v4hw register block cannot implement."""
 
 
+# Units with a register map of their own inside another block's package: name -> package.
+UNIT_MAPS = {"migrate": "tile"}
+
+
 def blocks():
-    """Names of the blocks that have a register map (``hdl/<name>/<name>.rdl``), sorted.
+    """Names of the blocks that have a register map (``hdl/<name>/<name>.rdl``) and of the
+    :data:`UNIT_MAPS`, sorted.
 
     ``hdl/common/common.rdl`` is included by the blocks, not a block itself.
     """
-    return sorted(path.parent.name for path in ROOT.glob("hdl/*/*.rdl")
-                  if path.stem == path.parent.name != "common")
+    return sorted([path.parent.name for path in ROOT.glob("hdl/*/*.rdl")
+                   if path.stem == path.parent.name != "common"] + list(UNIT_MAPS))
+
+
+def _package(block):
+    return UNIT_MAPS.get(block, block)
 
 
 def rdl_source(block):
     """Path of the block's RDL source, relative to the repository root (a string)."""
-    return f"hdl/{block}/{block}.rdl"
+    return f"hdl/{_package(block)}/{block}.rdl"
+
+
+def module_name(block):
+    """Dotted name of the generated register-map module (``hdl.ma.regmap``)."""
+    return (f"hdl.{block}.regmap" if block not in UNIT_MAPS
+            else f"hdl.{_package(block)}.{block}_regmap")
+
+
+def module_path(block):
+    """Path of the generated register-map module, relative to the repository root."""
+    return module_name(block).replace(".", "/") + ".py"
+
+
+def docs_dir(block):
+    """Folder of the generated docs (``docs/ma``; ``docs/tile/migrate`` for a unit)."""
+    return f"docs/{block}" if block not in UNIT_MAPS else f"docs/{_package(block)}/{block}"
 
 
 def compile_block(block):
@@ -391,11 +421,12 @@ def generated_files(selected=None):
     for block in (blocks() if selected is None else selected):
         top = compile_block(block)
         model = build_model(block, top)
-        files[f"hdl/{block}/regmap.py"] = render_python(model)
-        files[f"docs/{block}/regmap.md"] = render_markdown(model, top)
-        files[f"docs/{block}/regmap.h"] = render_c(model, top)
-        files[f"docs/{block}/regmap.json"] = render_json(model)
-        files[f"docs/{block}/regmap.html"] = render_html(model)
+        docs = docs_dir(block)
+        files[module_path(block)] = render_python(model)
+        files[f"{docs}/regmap.md"] = render_markdown(model, top)
+        files[f"{docs}/regmap.h"] = render_c(model, top)
+        files[f"{docs}/regmap.json"] = render_json(model)
+        files[f"{docs}/regmap.html"] = render_html(model)
     return files
 
 

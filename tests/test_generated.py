@@ -33,8 +33,8 @@ def test_there_are_blocks():
 @pytest.mark.parametrize("block", generator.blocks())
 def test_committed_files_are_up_to_date(block, tmp_path):
     files = generator.generated_files([block])
-    assert sorted(files) == sorted([f"hdl/{block}/regmap.py", *(
-        f"docs/{block}/regmap.{ext}" for ext in ("md", "h", "json", "html"))])
+    assert sorted(files) == sorted([generator.module_path(block), *(
+        f"{generator.docs_dir(block)}/regmap.{ext}" for ext in ("md", "h", "json", "html"))])
     for path, text in files.items():
         fresh = tmp_path / path
         fresh.parent.mkdir(parents=True, exist_ok=True)
@@ -56,11 +56,12 @@ def test_generation_is_deterministic(block):
 @pytest.mark.parametrize("block", generator.blocks())
 def test_python_and_json_carry_the_model(block):
     model = generator.build_model(block)
-    module = importlib.import_module(f"hdl.{block}.regmap")
+    module = importlib.import_module(generator.module_name(block))
     assert module.BLOCK == block and module.SOURCE == model["source"]
     assert [dict(register, fields=list(register["fields"])) for register in module.REGISTERS] \
         == model["registers"]
-    committed = json.loads((generator.ROOT / f"docs/{block}/regmap.json").read_text())
+    committed = json.loads((generator.ROOT / f"{generator.docs_dir(block)}/regmap.json")
+                           .read_text())
     assert committed == json.loads(generator.render_json(model))
 
 

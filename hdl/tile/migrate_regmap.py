@@ -1,0 +1,247 @@
+"""Register map of the Cache-migrate engine (migrate).
+
+Generated from hdl/tile/migrate.rdl by `v4hw regmap --update`; do not edit.
+
+REGISTERS lists the registers in offset order, each a dict with the keys
+  name         upper case; registers of an RDL array end in _<index> (TAT_LOGIC_0)
+  offset       byte offset on s_axi_control
+  access       the fields' access codes, '/'-joined when they differ
+  read_strobe  the register block strobes the core when software reads it
+  description  text
+  fields       tuple of dicts: name, lsb, width, access, reset, description
+Field access codes: RW storage the core reads; RO driven by the core; RC driven
+by the core, cleared by the core on the read strobe; W1C set by the core,
+cleared by writing 1; WO a one-cycle pulse per written 1, reads as 0.
+reset is None where the core drives the value.
+"""
+
+BLOCK = "migrate"
+SOURCE = "hdl/tile/migrate.rdl"
+ADDR_WIDTH = 16
+DATA_WIDTH = 32
+
+REGISTERS = (
+    {
+        "name": "ID",
+        "offset": 0x0000,
+        "access": "RO",
+        "read_strobe": False,
+        "description": "Which block answers and its version; constant for a given build.",
+        "fields": (
+            {"name": "VERSION", "lsb": 0, "width": 16, "access": "RO", "reset": None,
+             "description": "Version of the block's register interface."},
+            {"name": "BLOCK", "lsb": 16, "width": 16, "access": "RO", "reset": None,
+             "description": ("Block identifier, a value of spec.codes.BlockId (0x4D41 for "
+                             "the MA).")},
+        ),
+    },
+    {
+        "name": "CAPS",
+        "offset": 0x0004,
+        "access": "RO",
+        "read_strobe": False,
+        "description": ("Build parameters of the block; the block's documentation gives the "
+                        "layout."),
+        "fields": (
+            {"name": "VALUE", "lsb": 0, "width": 32, "access": "RO", "reset": None,
+             "description": "Block-specific parameter word."},
+        ),
+    },
+    {
+        "name": "STATUS",
+        "offset": 0x0008,
+        "access": "RO",
+        "read_strobe": False,
+        "description": ("Command state. An accepted START clears DONE, ERROR and "
+                        "START_DROPPED and sets BUSY before the START write's response is "
+                        "returned."),
+        "fields": (
+            {"name": "BUSY", "lsb": 0, "width": 1, "access": "RO", "reset": None,
+             "description": "A command is running."},
+            {"name": "DONE", "lsb": 1, "width": 1, "access": "RO", "reset": None,
+             "description": "The last command completed successfully."},
+            {"name": "ERROR", "lsb": 2, "width": 1, "access": "RO", "reset": None,
+             "description": "The last command stopped with an error; ERROR holds the code."},
+            {"name": "START_DROPPED", "lsb": 3, "width": 1, "access": "RO", "reset": None,
+             "description": ("A START arrived while BUSY and was ignored; cleared by the "
+                             "next accepted START.")},
+        ),
+    },
+    {
+        "name": "ERROR",
+        "offset": 0x000C,
+        "access": "RO",
+        "read_strobe": False,
+        "description": ("Code of the error that stopped the last command; cleared by the "
+                        "next accepted START."),
+        "fields": (
+            {"name": "CODE", "lsb": 0, "width": 8, "access": "RO", "reset": None,
+             "description": ("A value of spec.codes.ErrorCode (0 NONE, 1 BAD_COMMAND, 2 "
+                             "MISALIGNED, 3 TAT_MISS, 4 BAD_TAT, 5 AXI_READ_ERROR, 6 "
+                             "AXI_WRITE_ERROR; blocks add codes from 16 up).")},
+        ),
+    },
+    {
+        "name": "ERR_ADDR",
+        "offset": 0x0010,
+        "access": "RO",
+        "read_strobe": False,
+        "description": ("Logical address of the first byte of the access that failed "
+                        "(TAT_MISS, AXI errors), or the offending address register's value "
+                        "(MISALIGNED)."),
+        "fields": (
+            {"name": "ADDR", "lsb": 0, "width": 32, "access": "RO", "reset": None,
+             "description": "Byte address."},
+        ),
+    },
+    {
+        "name": "IRQ_ENABLE",
+        "offset": 0x0014,
+        "access": "RW",
+        "read_strobe": False,
+        "description": "interrupt = OR of (IRQ_STATUS & IRQ_ENABLE).",
+        "fields": (
+            {"name": "DONE", "lsb": 0, "width": 1, "access": "RW", "reset": 0x0,
+             "description": "Raise the interrupt when a command completes."},
+            {"name": "ERROR", "lsb": 1, "width": 1, "access": "RW", "reset": 0x0,
+             "description": "Raise the interrupt when a command stops with an error."},
+        ),
+    },
+    {
+        "name": "IRQ_STATUS",
+        "offset": 0x0018,
+        "access": "W1C",
+        "read_strobe": False,
+        "description": ("Latched events, set by the core whatever IRQ_ENABLE says; writing 1 "
+                        "to a bit clears it. A set in the same cycle as a clear wins."),
+        "fields": (
+            {"name": "DONE", "lsb": 0, "width": 1, "access": "W1C", "reset": 0x0,
+             "description": "A command completed."},
+            {"name": "ERROR", "lsb": 1, "width": 1, "access": "W1C", "reset": 0x0,
+             "description": "A command stopped with an error."},
+        ),
+    },
+    {
+        "name": "SRC_LO",
+        "offset": 0x0020,
+        "access": "RW",
+        "read_strobe": False,
+        "description": "Source: first byte read, a multiple of the bus width in bytes.",
+        "fields": (
+            {"name": "ADDR", "lsb": 0, "width": 32, "access": "RW", "reset": 0x0,
+             "description": "Byte address bits 31:0."},
+        ),
+    },
+    {
+        "name": "SRC_HI",
+        "offset": 0x0024,
+        "access": "RW",
+        "read_strobe": False,
+        "description": "Source, address bits 63:32.",
+        "fields": (
+            {"name": "ADDR", "lsb": 0, "width": 32, "access": "RW", "reset": 0x0,
+             "description": ("Byte address bits 63:32; a copy whose range reaches 2^48 is "
+                             "refused at START with ERROR = BAD_COMMAND.")},
+        ),
+    },
+    {
+        "name": "DST_LO",
+        "offset": 0x0028,
+        "access": "RW",
+        "read_strobe": False,
+        "description": ("Destination: first byte written, a multiple of the bus width in "
+                        "bytes. A destination inside the source range above SRC is refused "
+                        "(BAD_COMMAND); DST at or below SRC copies forward, each byte read "
+                        "before the write that may overwrite it."),
+        "fields": (
+            {"name": "ADDR", "lsb": 0, "width": 32, "access": "RW", "reset": 0x0,
+             "description": "Byte address bits 31:0."},
+        ),
+    },
+    {
+        "name": "DST_HI",
+        "offset": 0x002C,
+        "access": "RW",
+        "read_strobe": False,
+        "description": "Destination, address bits 63:32.",
+        "fields": (
+            {"name": "ADDR", "lsb": 0, "width": 32, "access": "RW", "reset": 0x0,
+             "description": ("Byte address bits 63:32; a copy whose range reaches 2^48 is "
+                             "refused at START with ERROR = BAD_COMMAND.")},
+        ),
+    },
+    {
+        "name": "LENGTH",
+        "offset": 0x0030,
+        "access": "RW",
+        "read_strobe": False,
+        "description": ("Bytes to copy: a multiple of the bus width in bytes (else "
+                        "MISALIGNED); 0 is refused with BAD_COMMAND."),
+        "fields": (
+            {"name": "VALUE", "lsb": 0, "width": 32, "access": "RW", "reset": 0x0,
+             "description": "Bytes."},
+        ),
+    },
+    {
+        "name": "TIME_LO",
+        "offset": 0x0040,
+        "access": "RO",
+        "read_strobe": True,
+        "description": ("Low word of the 64-bit free-running cycle counter (0 after reset). "
+                        "Reading it latches the high word into TIME_HI, so TIME_LO then "
+                        "TIME_HI is a consistent 64-bit value."),
+        "fields": (
+            {"name": "VALUE", "lsb": 0, "width": 32, "access": "RO", "reset": None,
+             "description": "Timebase bits 31:0, in cycles."},
+        ),
+    },
+    {
+        "name": "TIME_HI",
+        "offset": 0x0044,
+        "access": "RO",
+        "read_strobe": False,
+        "description": "High word of the timebase as latched by the last TIME_LO read.",
+        "fields": (
+            {"name": "VALUE", "lsb": 0, "width": 32, "access": "RO", "reset": None,
+             "description": "Timebase bits 63:32, in cycles."},
+        ),
+    },
+    {
+        "name": "START",
+        "offset": 0x200C,
+        "access": "WO",
+        "read_strobe": False,
+        "description": ("Writing 1 runs the copy described by SRC, DST and LENGTH (sampled "
+                        "at START). Ignored while BUSY (STATUS.START_DROPPED is set "
+                        "instead). Reads return 0."),
+        "fields": (
+            {"name": "START", "lsb": 0, "width": 1, "access": "WO", "reset": 0x0,
+             "description": "Write 1 to start a copy."},
+        ),
+    },
+    {
+        "name": "CTR_LO",
+        "offset": 0x2010,
+        "access": "RC",
+        "read_strobe": True,
+        "description": ("Timebase value when the copy's last write was acknowledged, low "
+                        "word; 0 until a copy completes. Reading it latches the high word "
+                        "into CTR_HI and clears the CTR."),
+        "fields": (
+            {"name": "VALUE", "lsb": 0, "width": 32, "access": "RC", "reset": None,
+             "description": "Completion timestamp bits 31:0, in cycles."},
+        ),
+    },
+    {
+        "name": "CTR_HI",
+        "offset": 0x2014,
+        "access": "RO",
+        "read_strobe": False,
+        "description": ("High word of the completion timestamp as latched by the last CTR_LO "
+                        "read."),
+        "fields": (
+            {"name": "VALUE", "lsb": 0, "width": 32, "access": "RO", "reset": None,
+             "description": "Completion timestamp bits 63:32, in cycles."},
+        ),
+    },
+)

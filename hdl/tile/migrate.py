@@ -18,6 +18,9 @@ How a copy runs (:class:`MigrateCore`):
    room for the whole burst beside every word already asked for and not yet written, and
    fewer than ``max_outstanding`` read bursts are unanswered. So the engine never asks for
    more read data than it can hold, and ``rd_resp`` is always ready.
+   ``max_outstanding`` is at least 2, so the buffer (at least ``2 · max_burst`` words)
+   always has room for a read burst beside the words a write burst waits with (fewer
+   than ``max_burst``): the copy cannot stall on its own buffer.
 3. Writes: bursts cut the same way from DST, each requested once all its words are in
    the buffer (its data then follows one word a cycle, never waiting for a read), with
    fewer than ``max_outstanding`` write bursts unanswered.
@@ -63,10 +66,11 @@ def check_parameters(data_width, max_burst, max_outstanding):
             raise TypeError(f"{name} must be an integer, not {value!r}")
     if data_width not in (64, 128, 256, 512):
         raise ValueError(f"data_width must be 64, 128, 256 or 512 bits, not {data_width}")
-    if not 1 <= max_burst <= MAX_BURST:
-        raise ValueError(f"max_burst must be 1..{MAX_BURST} words, not {max_burst}")
-    if not 1 <= max_outstanding <= MAX_OUTSTANDING:
-        raise ValueError(f"max_outstanding must be 1..{MAX_OUTSTANDING} bursts, "
+    if not (1 <= max_burst <= MAX_BURST and max_burst & (max_burst - 1) == 0):
+        raise ValueError(f"max_burst must be a power of two in 1..{MAX_BURST} words, "
+                         f"not {max_burst}")
+    if not 2 <= max_outstanding <= MAX_OUTSTANDING:
+        raise ValueError(f"max_outstanding must be 2..{MAX_OUTSTANDING} bursts, "
                          f"not {max_outstanding}")
 
 
@@ -314,10 +318,11 @@ class MigrateEngine(wiring.Component):
     (``Out(1)``, level: IRQ_STATUS & IRQ_ENABLE).
 
     Parameters: ``data_width`` (64, 128, 256 or 512 bits), ``max_burst`` (words per
-    burst, 1..128; default 16, the MC's largest burst) and ``max_outstanding`` (read
-    bursts in flight, 1..16; the read buffer holds ``max_burst · max_outstanding`` words;
-    default 8: enough to stream at a bus word a cycle up to a memory latency of about
-    ``(max_outstanding - 2) · max_burst`` cycles, see ``golden/migrate_latency.py``).
+    burst, a power of two in 1..128; default 16, the MC's largest burst) and
+    ``max_outstanding`` (read bursts in flight, 2..16; the read buffer holds
+    ``max_burst · max_outstanding`` words; default 8: enough to stream a bus word a cycle
+    up to a memory latency of about ``(max_outstanding - 2) · max_burst`` cycles, 94 for
+    the defaults; see ``golden/migrate_latency.py``).
     """
 
     def __init__(self, data_width=128, *, max_burst=16, max_outstanding=8):

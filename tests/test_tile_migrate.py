@@ -13,6 +13,8 @@ Seeds are printed; ``V4HW_SEED=<n>`` reruns one.
 import random
 
 import pytest
+from amaranth.hdl import Elaboratable, Module
+from amaranth.lib import wiring
 from amaranth.sim import Simulator
 
 from golden.migrate_latency import (
@@ -23,13 +25,19 @@ from golden.migrate_latency import (
     migrate_cycles,
 )
 from hdl.common.axi import AxiResp
+from hdl.mc.core import McCore
+from hdl.muon.mesh import Mesh, node_index
 from hdl.tile import migrate_regmap
+from hdl.tile.memni import MemoryNi
 from hdl.tile.migrate import MIGRATE_VERSION, MigrateEngine, caps_word
+from hdl.tile.ni import RequesterNi
+from hdl.tile.packets import min_flit_data_bits
 from sim.bfm.memport import PortMemory
 from sim.regs import Registers
 from sim.seed import test_seed
-from spec.codes import BlockId, ErrorCode
+from spec.codes import BlockId, ErrorCode, TrafficClass
 from spec.memory import ADDRESS_LIMIT, PAGE_BYTES
+from spec.tile import DEFAULT_NODES
 from tests.test_regblock import SimAxiLiteMaster
 
 SIZE = 1 << 17
@@ -83,13 +91,51 @@ class Bench:
         return code, addr, (ctr - started if code == ErrorCode.NONE else None)
 
 
+class OnTheMesh(Elaboratable):
+    """The engine as the tile places it: its port through a ``RequesterNi`` at its node of
+    the 2×2 mesh, the memory NI and an ``McCore`` (a read and a write channel) at the
+    MC's node; ``mem`` is the MC's memory port. The members a :class:`Bench` uses are
+    the engine's (``bus``, ``now``, ``interrupt``), ``port`` the engine's own memory port."""
+
+    def __init__(self, data_width=128, **params):
+        self.data_width = data_width
+        flit_bits = min_flit_data_bits(data_width)
+        node, mc_node = DEFAULT_NODES["migrate"], DEFAULT_NODES["mc"]
+        self.engine = MigrateEngine(data_width, **params)
+        self.max_burst = self.engine.max_burst
+        self.mesh = Mesh(2, 2, flit_data_bits=flit_bits, stale_drop=False)
+        self.ni = RequesterNi(data_width, flit_bits, node, mc_node, checks=True)
+        self.mc = McCore(2, data_width, checks=True)
+        self.mem_ni = MemoryNi(data_width, flit_bits, mc_node, [node],
+                               channel=self.mc.channel_signature,
+                               credits=self.ni.credit_count, checks=True)
+        self.bus, self.now, self.interrupt = self.engine.bus, self.engine.now, self.engine.interrupt
+        self.port, self.mem = self.engine.mem, self.mc.mem
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.engine, m.submodules.ni = self.engine, self.ni
+        m.submodules.mesh, m.submodules.mc = self.mesh, self.mc
+        m.submodules.mem_ni = self.mem_ni
+        wiring.connect(m, self.engine.mem, self.ni.port)
+        m.d.comb += [self.ni.cls.eq(TrafficClass.CACHE_MIGRATE), self.mesh.now.eq(self.now),
+                     self.mesh.max_age.eq(0), self.mc.window.eq(0)]
+        for ni, (x, y) in ((self.ni, self.ni.node), (self.mem_ni, self.mem_ni.node)):
+            n = node_index(x, y, 2)
+            wiring.connect(m, ni.inject, self.mesh.inject[n])
+            wiring.connect(m, self.mesh.eject[n], ni.eject)
+        wiring.connect(m, self.mem_ni.rd_chan, self.mc.chans[0])
+        wiring.connect(m, self.mem_ni.wr_chan, self.mc.chans[1])
+        return m
+
+
 def simulate(program, *, data_width=128, latency=(1, 12), pause=0.2, rng=None, now=0,
-             **params):
-    """Run ``program(bench)`` on a fresh engine and a memory of random bytes
-    ``[ORIGIN, 2^48)``; ``now``: the timebase in the first cycle. Returns what
-    ``program`` returns."""
+             on_mesh=False, **params):
+    """Run ``program(bench)`` on a fresh engine (``on_mesh``: :class:`OnTheMesh`) and a
+    memory of random bytes ``[ORIGIN, 2^48)``; ``now``: the timebase in the first cycle.
+    Returns what ``program`` returns."""
     rng = rng or random.Random(0)
-    dut = MigrateEngine(data_width, **params)
+    dut = (OnTheMesh if on_mesh else MigrateEngine)(data_width, **params)
     image = bytearray(rng.randbytes(SIZE))
     log, errors, result = [], [], {}
     memory = PortMemory(dut.mem, data_width, image, origin=ORIGIN, latency=latency,
@@ -107,7 +153,7 @@ def simulate(program, *, data_width=128, latency=(1, 12), pause=0.2, rng=None, n
     async def read_data_always_taken(ctx):
         """The engine asks only for read data it has room for: ``rd_resp`` is never
         back-pressured."""
-        resp = dut.mem.rd_resp
+        resp = getattr(dut, "port", dut.mem).rd_resp
         async for _, _, valid, ready in ctx.tick().sample(resp.valid, resp.ready):
             if valid and not ready:
                 stalls.append(ctx.get(dut.now))
@@ -144,9 +190,10 @@ def accesses(log, kind):
     return [int(addr) for k, addr in log if k == kind]
 
 
-async def checked_copy(bench, src, dst, length):
+async def checked_copy(bench, src, dst, length, *, cut=True):
     """A copy that must succeed: the memory afterwards is the model's, byte for byte, and
-    the bursts are the cut of ``golden.migrate_latency.bursts``. Returns its cycles."""
+    (``cut``) the bursts are the cut of ``golden.migrate_latency.bursts``. Returns its
+    cycles."""
     before = bytes(bench.image)
     bench.log.clear()
     code, addr, cycles = await bench.copy(src, dst, length)
@@ -155,6 +202,8 @@ async def checked_copy(bench, src, dst, length):
     diff = first_difference(bench.image, model_copy(before, src, dst, length))
     assert diff is None, f"{where}: {diff}"
     bb, burst = bench.dut.data_width // 8, bench.dut.max_burst
+    if not cut:
+        return cycles
     assert accesses(bench.log, "read") == [a for a, _ in bursts(src, length, bb, burst)], where
     assert accesses(bench.log, "write") == [a for a, _ in bursts(dst, length, bb, burst)], where
     return cycles
@@ -471,3 +520,27 @@ def test_bad_parameters(kwargs, message):
 def test_parameter_types():
     with pytest.raises(TypeError, match="max_burst must be an integer"):
         MigrateEngine(max_burst=4.0)
+
+
+def test_copies_through_the_tile_network():
+    """The engine behind a RequesterNi, the mesh, the memory NI and the MC (as the tile
+    wires it; the NIs' protocol checkers on): random copies byte for byte, and the
+    cycles of a page at latency 8, against the model's streaming figure."""
+    rng = test_seed()
+
+    async def program(bench):
+        for _ in range(3):
+            src, dst, length = random_copy(rng, 16)
+            await checked_copy(bench, src, dst, min(length, 2 * PAGE_BYTES), cut=False)
+
+    simulate(program, latency=(1, 12), pause=0.2, rng=rng, on_mesh=True)
+
+    async def page(bench):
+        return await checked_copy(bench, ORIGIN, ORIGIN + 0x8000, PAGE_BYTES, cut=False)
+
+    cycles = simulate(page, latency=8, pause=0.0, on_mesh=True)
+    alone = migrate_cycles(PAGE_BYTES, src=ORIGIN, dst=ORIGIN + 0x8000, read_latency=8)
+    print(f"4 KiB through the NIs, the mesh and the MC at memory latency 8: {cycles} "
+          f"cycles ({PAGE_BYTES / cycles:.2f} bytes/cycle); on the memory port alone "
+          f"(model): {alone}")
+    assert cycles >= alone

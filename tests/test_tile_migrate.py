@@ -234,6 +234,7 @@ def random_copy(rng, bb):
     (64, {"max_burst": 4, "max_outstanding": 2}, 4),
     (256, {"max_burst": 32, "max_outstanding": 3}, 4),
     (512, {"max_burst": 1, "max_outstanding": 5}, 4),
+    (128, {"max_burst": 1, "max_outstanding": 2}, 3),    # a full buffer of two words
 ])
 def test_random_copies(data_width, params, copies):
     rng = test_seed()

@@ -166,8 +166,11 @@ class MigrateCore(wiring.Component):
         mem = self.mem
 
         # The read buffer: every word asked for and not yet written has a place here.
+        # SyncFIFOBuffered refuses a write while its memory (depth - 1 words) is full, even
+        # when its output register is about to take a word from it: one word beyond the
+        # reservation keeps ``w_rdy`` high whenever at most ``depth`` words are held.
         buffer = m.submodules.buffer = ResetInserter(self.launch)(
-            SyncFIFOBuffered(width=self.data_width, depth=depth))
+            SyncFIFOBuffered(width=self.data_width, depth=depth + 1))
         # First destination byte of each write burst not yet answered (for ERR_ADDR).
         answers = m.submodules.answers = ResetInserter(self.launch)(
             SyncFIFO(width=32, depth=outstanding))

@@ -138,14 +138,14 @@ class _Channels:
             while len(takes) < len(steps):
                 k = len(takes)
                 need = [0 if not takes else takes[-1] + interval]
-                for i, j in steps[k]:
+                for i, j, *extra in steps[k]:
                     r = ops[i].ready(j, last_taken.get(i, 0))
                     if r is None:
                         return
-                    need.append(r)
+                    need.append(r + sum(extra))
                 cycle = max(need)
                 takes.append(cycle)
-                for i, j in steps[k]:
+                for i, j, *_ in steps[k]:
                     if last_taken.get((i, j)) is None:
                         last_taken[(i, j)] = cycle
                         last_taken[i] = cycle
@@ -225,7 +225,7 @@ class VaState:
 ENGINE_DEPTH = 12                    # ADD, MUL, SCALE, MUL_MEM, ADD_MEM (the lane engine)
 UNARY_DEPTH = {VaOpcode.EXP: 44, VaOpcode.SILU: 44, VaOpcode.RECIP: 44,
                VaOpcode.SOFTMAX: 44, VaOpcode.RMSNORM: 44}
-PACKED_DEPTH = 45                    # DEQUANTIZE, CVT_F32, QUANTIZE: half a word a step
+PACKED_DEPTH = 44                    # DEQUANTIZE, CVT_F32, QUANTIZE: half a word a step
 EXT_DEPTH = 32                       # CLAMP, SOFTPLUS, SQRT (hdl.va.extfunc)
 ROPE_DEPTH = 12
 
@@ -252,7 +252,7 @@ SUM_TAIL = 12           # SUM: the tree's last step → the result ready for the
 SUM_START = 7           # SUM: the last accumulation step → the first tree step
 SUM_LOOP = 7            # SUM's partial-sum loop (hdl.va.lanes._SUM_LOOP)
 SUM_INTERLEAVE = 8      # partial sums per lane (spec.va.SUM_INTERLEAVE)
-GATHER_WAIT = 2         # an element's word arrived → its packed word ready
+GATHER_WAIT = 1         # a word's last element arrived → the packed word ready
 SCATTER_WAIT = 2        # a source word ready → its first element's write
 ELEMENTS_IN_FLIGHT = 32
 
@@ -292,12 +292,15 @@ def va_passes(cmd):
     return 1
 
 
-def va_cycles(cmd, *, lanes, data_width, fn_lanes=None, latency, state=None):
+def va_cycles(cmd, *, lanes, data_width, fn_lanes=None, latency, state=None, memory=None,
+              origin=0):
     """Predicted cycles from START to DONE (as the VA's CTR counts them) of ``cmd`` (a
     :class:`golden.va.VaCommand`) on a VA of ``lanes`` lanes, a ``data_width``-bit bus
     and ``fn_lanes`` function lanes (None: data_width/16), with ``latency`` cycles of
     memory latency. ``state`` (a :class:`VaState`, updated in place): what the previous
-    command left; None: the VA after reset."""
+    command left; None: the VA after reset. The indexed forms skip the elements whose
+    index is -1: ``memory`` (bytes from physical address ``origin``) holds the indices;
+    None: no element is skipped."""
     state = VaState() if state is None else state
     fn = data_width // 16 if fn_lanes is None else fn_lanes
     pieces = (data_width // 16) // fn
@@ -329,7 +332,8 @@ def va_cycles(cmd, *, lanes, data_width, fn_lanes=None, latency, state=None):
     elif op in (VaOpcode.SCALE, VaOpcode.MUL_MEM, VaOpcode.ADD_MEM):
         w = x_words(2 * n)
         y = (src2, 2) if op != VaOpcode.SCALE else None
-        steps = [[(0, k)] + ([(1, 0)] if y and k == 0 else []) for k in range(w)]
+        # MUL_MEM, ADD_MEM: the engine registers the scalar before it takes a beat
+        steps = [[(0, k)] + ([(1, 0, 1)] if y and k == 0 else []) for k in range(w)]
         ready = stream([(cmd.src, 2 * n), y, None, None], steps, 1, ENGINE_DEPTH)
         end = ch.write(ready, cmd.dst, 2 * n)
     elif op == VaOpcode.SUM:
@@ -410,6 +414,8 @@ def va_cycles(cmd, *, lanes, data_width, fn_lanes=None, latency, state=None):
         end = _gather(ch, cmd, bb, latency)
     elif op == VaOpcode.SCATTER:
         end, turn[0] = _scatter(ch, cmd, bb, latency, turn[0])
+    elif op in (VaOpcode.GATHER_IDX, VaOpcode.SCATTER_IDX, VaOpcode.GATHER_CSR):
+        end = _indexed(ch, cmd, bb, latency, _skips(cmd, memory, origin), state)
     else:
         raise ValueError(f"the VA latency model has no timing for {op.name}")
     state.turn = turn[0]
@@ -423,7 +429,7 @@ def _packed(takes):
     """Packed results (two steps fill a word): the cycle each result word is ready."""
     out = [takes[j + 1] for j in range(0, len(takes) - 1, 2)]
     if len(takes) % 2:
-        out.append(takes[-1])
+        out.append(takes[-1] + 1)      # the last half word, flushed a cycle later
     return out
 
 
@@ -433,13 +439,15 @@ def _gather(ch, cmd, bb, latency):
     for e in range(cmd.length):
         issue = READ_START + e
         if e >= ELEMENTS_IN_FLIGHT:
-            issue = max(issue, arrive[e - ELEMENTS_IN_FLIGHT] + 1)
+            issue = max(issue, arrive[e - ELEMENTS_IN_FLIGHT])
         first = max(issue + latency + READ_WAIT, ch.read_free)
         arrive.append(first)
         ch.read_free = first + 1
     per_word = bb >> cmd.esize
+    # a full word leaves the packer with its last element; a partial last word a cycle
+    # later (the packer sees the count run out)
     ready = [arrive[min(cmd.length, (j + 1) * per_word) - 1] + GATHER_WAIT
-             for j in range(-(-cmd.length // per_word))]
+             + ((j + 1) * per_word > cmd.length) for j in range(-(-cmd.length // per_word))]
     return ch.write(ready, cmd.dst, cmd.length << cmd.esize)
 
 
@@ -458,3 +466,52 @@ def _scatter(ch, cmd, bb, latency, turn):
             issue = max(issue, answers[e - ELEMENTS_IN_FLIGHT] + 1)
         answers.append(issue + latency + WRITE_WAIT)
     return answers[-1], ch.turn
+
+
+LIMITS_CYCLES = 50      # indexed forms: START → the CHECK pass's first burst address
+INDEX_AGAIN = 5         # the CHECK pass's last word → the RUN pass's first address
+ADDRESS_WAIT = 6        # RUN: an index word arrived → its first element's address
+
+
+def _skips(cmd, memory, origin):
+    """Which elements of an indexed command make no access (index -1)."""
+    if memory is None or cmd.op == VaOpcode.GATHER_CSR:
+        return [False] * cmd.length
+    at = cmd.src2 - origin
+    raw = bytes(memory[at:at + 4 * cmd.length])
+    return [raw[4 * i:4 * i + 4] == b"\xff\xff\xff\xff" for i in range(cmd.length)]
+
+
+def _indexed(ch, cmd, bb, latency, skips, state):
+    """GATHER_IDX, SCATTER_IDX, GATHER_CSR (hdl.va.indexed.IndexedMover): the limits,
+    the CHECK pass over the indices (and row pointers), the RUN pass: an element
+    address a cycle, a single-word read (gathers) and write per element."""
+    n, op = cmd.length, VaOpcode(cmd.op)
+    index_addr = cmd.src3 if op == VaOpcode.GATHER_CSR else cmd.src2
+    pointers = (cmd.src2, 4 * (cmd.rows + 1)) if op == VaOpcode.GATHER_CSR else None
+    words = _words(index_addr, 4 * n, bb)
+    per_word = bb // 4
+    out_words = -(-4 * n // bb)
+    steps = [[(0, k)] for k in range(out_words)]
+    takes = ch.read_pass(LIMITS_CYCLES, [(index_addr, 4 * n), pointers, None, None], steps,
+                         1, 0, 0)
+    again = takes[-1] + INDEX_AGAIN - READ_START
+    source = (cmd.src, n << cmd.esize) if op == VaOpcode.SCATTER_IDX else pointers
+    src_words = -(-(n << cmd.esize) // bb)
+    run_steps = [[(0, k)] for k in range(out_words)]
+    takes = ch.read_pass(again, [(index_addr, 4 * n), source, None, None], run_steps, 1, 0, 0)
+    del words, src_words
+    address, answers, element_free = 0, [], 0
+    for e in range(n):
+        address = max(takes[e // per_word] + ADDRESS_WAIT, address + 1)
+        if skips[e]:
+            continue
+        if op == VaOpcode.SCATTER_IDX:
+            write = max(address + 1, element_free)
+        else:
+            first = max(address + latency + READ_WAIT, ch.read_free)
+            ch.read_free = first + 1
+            write = max(first, element_free)
+        element_free = write + 1
+        answers.append(write + latency + WRITE_WAIT)
+    return max(answers) if answers else address + 1

@@ -32,6 +32,7 @@ from . import va
 from .fp import float_to_bf16_rne
 from .ma import gemm
 from .ma_latency import MaCommand, ma_cycles
+from .va_latency import va_repeat_cycles
 
 __all__ = ["DTYPES", "MA_MAX", "BlockConfig", "Tensor", "Operand", "VaCmd", "MaCmd", "Program",
            "Builder", "Machine", "run", "count_commands", "program_summary",
@@ -447,11 +448,34 @@ def ma_command_cycles(program, cmd):
     return ma_cycles(mc, p=cfg.p, data_width=cfg.bus_bits, latency=cfg.latency)
 
 
+def va_command_cycles(program, cmd):
+    """The VA latency model's cycles for ``cmd``, its ``repeat`` repetitions one after
+    the other (byte addresses from the program's layout, repetition r's operands at
+    ``offset + r·step``; indexed forms as if no index were -1; DEQUANTIZE_MEM and
+    TOPK_WIDE timed as DEQUANTIZE and TOPK)."""
+    t = program.tensors
+
+    def addr(o, r):
+        return 0 if o is None else t[o.tensor].addr + (o.offset + r * o.step) * t[o.tensor].itemsize
+
+    es = t[cmd.src.tensor].itemsize if cmd.src is not None else 2
+    esize = {1: 0, 2: 1, 4: 2}.get(es, 1)
+    cmds = [va.VaCommand(cmd.op, cmd.length, src=addr(cmd.src, r), src2=addr(cmd.src2, r),
+                         src3=addr(cmd.src3, r), dst=addr(cmd.dst, r), dst2=addr(cmd.dst2, r),
+                         stride=cmd.stride * es, esize=esize, scalar=cmd.scalar, k=cmd.k,
+                         index_limit=cmd.index_limit, rows=getattr(cmd, "rows", 0) or 0,
+                         split_half=cmd.split_half)
+            for r in range(cmd.repeat)]
+    cfg = program.config
+    return va_repeat_cycles(cmds, lanes=cfg.lanes, data_width=cfg.bus_bits, latency=cfg.latency)
+
+
 def program_summary(program):
-    """Commands of ``program`` per block and opcode, and the MA's predicted cycles (the
-    VA has no latency model yet), as text."""
+    """Commands of ``program`` per block and opcode, and the MA's and the VA's predicted
+    cycles, as text."""
     counts = count_commands(program)
     ma = sum(ma_command_cycles(program, cmd) for cmd in program.commands if cmd.block == "ma")
+    vac = sum(va_command_cycles(program, cmd) for cmd in program.commands if cmd.block == "va")
     lines = [f"{'block':5} {'opcode':16} {'commands':>9}"]
     for (blk, op), cnt in sorted(counts.items()):
         lines.append(f"{blk:5} {op:16} {cnt:9d}")
@@ -459,7 +483,7 @@ def program_summary(program):
     lines.append(f"total: {total['ma']} MA commands, {total['va']} VA commands")
     lines.append(f"predicted cycles: MA {ma} (sum of the commands, one after another; "
                  f"P={program.config.p}, bus {program.config.bus_bits} bits, latency "
-                 f"{program.config.latency}); VA: no model yet")
+                 f"{program.config.latency}); VA {vac} (golden/va_latency.py, the same way)")
     return "\n".join(lines)
 
 
@@ -527,6 +551,11 @@ def summary(preset, position=None, config=None, mode="bf16"):
     cyc = [sum(ma_command_cycles(step, cmd) for cmd in step.commands if cmd.block == "ma")
            for _, step in steps]
     lines.append(f"{'ma':5} {'cycles':16} " + " ".join(f"{v:8d}" for v in cyc) + f" {sum(cyc):8d}")
+    vcyc = [sum(va_command_cycles(step, cmd) for cmd in step.commands if cmd.block == "va")
+            for _, step in steps]
+    lines.append(f"{'va':5} {'cycles':16} " + " ".join(f"{v:8d}" for v in vcyc) + f" {sum(vcyc):8d}")
     lines.append("MA cycles: golden/ma_latency.py per command, the commands one after another "
-                 "(b_transposed timed as a plain B); VA cycles: no model yet")
+                 "(b_transposed timed as a plain B); VA cycles: golden/va_latency.py per "
+                 "command, the same way (DEQUANTIZE_MEM and TOPK_WIDE timed as DEQUANTIZE "
+                 "and TOPK)")
     return "\n".join(lines)

@@ -39,10 +39,15 @@ cycle, many in flight.
 simulator on random commands of every opcode.
 """
 
+from dataclasses import replace
+
 from spec.codes import VaOpcode
 from spec.memory import PAGE_BYTES
 
-__all__ = ["va_cycles", "va_passes"]
+__all__ = ["VaState", "va_cycles", "va_passes", "va_repeat_cycles", "STAND_INS"]
+
+# Opcodes the RTL does not run yet, timed as the command they extend.
+STAND_INS = {VaOpcode.DEQUANTIZE_MEM: VaOpcode.DEQUANTIZE, VaOpcode.TOPK_WIDE: VaOpcode.TOPK}
 
 MAX_BURST = 16          # bus words per burst (hdl.va.streams.MAX_BURST)
 READ_FIFO = 64          # words of each operand's FIFO: the reader's credits
@@ -182,6 +187,7 @@ class _Channels:
         advance()
         assert len(takes) == len(steps), "a step needs a word no operand reads"
         self.turn = turn
+        self.operands = ops
         return [c + depth for c in takes]
 
     def write(self, ready, addr, nbytes, start=0):
@@ -297,11 +303,15 @@ def va_cycles(cmd, *, lanes, data_width, fn_lanes=None, latency, state=None, mem
     """Predicted cycles from START to DONE (as the VA's CTR counts them) of ``cmd`` (a
     :class:`golden.va.VaCommand`) on a VA of ``lanes`` lanes, a ``data_width``-bit bus
     and ``fn_lanes`` function lanes (None: data_width/16), with ``latency`` cycles of
-    memory latency. ``state`` (a :class:`VaState`, updated in place): what the previous
+    memory latency. DEQUANTIZE_MEM and TOPK_WIDE (golden contracts without RTL) are
+    timed as DEQUANTIZE and TOPK (K at most 8): :data:`STAND_INS`.
+    ``state`` (a :class:`VaState`, updated in place): what the previous
     command left; None: the VA after reset. The indexed forms skip the elements whose
     index is -1: ``memory`` (bytes from physical address ``origin``) holds the indices;
     None: no element is skipped."""
     state = VaState() if state is None else state
+    if cmd.op in STAND_INS:
+        cmd = replace(cmd, op=STAND_INS[cmd.op], k=min(cmd.k, MAX_K_ENTRIES))
     fn = data_width // 16 if fn_lanes is None else fn_lanes
     pieces = (data_width // 16) // fn
     narrowed = pieces > 1
@@ -415,7 +425,8 @@ def va_cycles(cmd, *, lanes, data_width, fn_lanes=None, latency, state=None, mem
     elif op == VaOpcode.SCATTER:
         end, turn[0] = _scatter(ch, cmd, bb, latency, turn[0])
     elif op in (VaOpcode.GATHER_IDX, VaOpcode.SCATTER_IDX, VaOpcode.GATHER_CSR):
-        end = _indexed(ch, cmd, bb, latency, _skips(cmd, memory, origin), state)
+        end = _indexed(ch, cmd, bb, latency, _skips(cmd, memory, origin),
+                       _rows_of(cmd, memory, origin) if op == VaOpcode.GATHER_CSR else None)
     else:
         raise ValueError(f"the VA latency model has no timing for {op.name}")
     state.turn = turn[0]
@@ -444,10 +455,8 @@ def _gather(ch, cmd, bb, latency):
         arrive.append(first)
         ch.read_free = first + 1
     per_word = bb >> cmd.esize
-    # a full word leaves the packer with its last element; a partial last word a cycle
-    # later (the packer sees the count run out)
     ready = [arrive[min(cmd.length, (j + 1) * per_word) - 1] + GATHER_WAIT
-             + ((j + 1) * per_word > cmd.length) for j in range(-(-cmd.length // per_word))]
+             for j in range(-(-cmd.length // per_word))]
     return ch.write(ready, cmd.dst, cmd.length << cmd.esize)
 
 
@@ -470,7 +479,8 @@ def _scatter(ch, cmd, bb, latency, turn):
 
 LIMITS_CYCLES = 50      # indexed forms: START → the CHECK pass's first burst address
 INDEX_AGAIN = 5         # the CHECK pass's last word → the RUN pass's first address
-ADDRESS_WAIT = 6        # RUN: an index word arrived → its first element's address
+ADDRESS_WAIT = 5        # RUN: an index word ready → its first element's address
+POINTER_WAIT = 4        # RUN (CSR): a row-pointer word ready → its first pointer taken
 
 
 def _skips(cmd, memory, origin):
@@ -482,36 +492,72 @@ def _skips(cmd, memory, origin):
     return [raw[4 * i:4 * i + 4] == b"\xff\xff\xff\xff" for i in range(cmd.length)]
 
 
-def _indexed(ch, cmd, bb, latency, skips, state):
+def _rows_of(cmd, memory, origin):
+    """GATHER_CSR: the row of each element (from the row pointers; None: all in row 0)."""
+    if memory is None:
+        return [0] * cmd.length
+    at = cmd.src2 - origin
+    raw = bytes(memory[at:at + 4 * (cmd.rows + 1)])
+    ptr = [int.from_bytes(raw[4 * r:4 * r + 4], "little", signed=True)
+           for r in range(cmd.rows + 1)]
+    rows, r = [], 0
+    for e in range(cmd.length):
+        while r + 1 < len(ptr) and ptr[r + 1] <= e:
+            r += 1
+        rows.append(r)
+    return rows
+
+
+def _word_ready(o, j):
+    """A realigned word's ready cycle from its operand's raw arrivals."""
+    if not o.offset:
+        return o.arrive[j]
+    return o.arrive[j + 1] if j + 1 < o.words_in else o.arrive[-1] + 1
+
+
+def _indexed(ch, cmd, bb, latency, skips, rows):
     """GATHER_IDX, SCATTER_IDX, GATHER_CSR (hdl.va.indexed.IndexedMover): the limits,
     the CHECK pass over the indices (and row pointers), the RUN pass: an element
-    address a cycle, a single-word read (gathers) and write per element."""
+    address a cycle (CSR: a row pointer taken a cycle as well), a single-word read
+    (gathers) and a single-word write per element; an index of -1 makes no access."""
     n, op = cmd.length, VaOpcode(cmd.op)
-    index_addr = cmd.src3 if op == VaOpcode.GATHER_CSR else cmd.src2
-    pointers = (cmd.src2, 4 * (cmd.rows + 1)) if op == VaOpcode.GATHER_CSR else None
-    words = _words(index_addr, 4 * n, bb)
+    csr = op == VaOpcode.GATHER_CSR
+    index_addr = cmd.src3 if csr else cmd.src2
+    pointers = (cmd.src2, 4 * (cmd.rows + 1)) if csr else None
     per_word = bb // 4
     out_words = -(-4 * n // bb)
     steps = [[(0, k)] for k in range(out_words)]
     takes = ch.read_pass(LIMITS_CYCLES, [(index_addr, 4 * n), pointers, None, None], steps,
                          1, 0, 0)
-    again = takes[-1] + INDEX_AGAIN - READ_START
+    last = takes[-1]
+    if csr:                 # the pointers are checked too
+        o = ch.operands[1]
+        last = max(last, _word_ready(o, o.words_out - 1))
+    again = last + INDEX_AGAIN - READ_START
     source = (cmd.src, n << cmd.esize) if op == VaOpcode.SCATTER_IDX else pointers
-    src_words = -(-(n << cmd.esize) // bb)
-    run_steps = [[(0, k)] for k in range(out_words)]
-    takes = ch.read_pass(again, [(index_addr, 4 * n), source, None, None], run_steps, 1, 0, 0)
-    del words, src_words
-    address, answers, element_free = 0, [], 0
+    takes = ch.read_pass(again, [(index_addr, 4 * n), source, None, None], steps, 1, 0, 0)
+    ptr_ready = []
+    if csr:
+        o = ch.operands[1]
+        ptr_ready = [_word_ready(o, j) for j in range(o.words_out)]
+    events = []             # (element or None for a pointer, its ready cycle)
+    taken_rows = -1
     for e in range(n):
-        address = max(takes[e // per_word] + ADDRESS_WAIT, address + 1)
-        if skips[e]:
+        while csr and taken_rows < min(rows[e] + 1, cmd.rows):
+            taken_rows += 1
+            events.append((None, ptr_ready[4 * taken_rows // bb] + POINTER_WAIT))
+        events.append((e, takes[e // per_word] + ADDRESS_WAIT))
+    cursor, answers, element_free = -1, [], 0
+    for e, ready in events:
+        cursor = max(cursor + 1, ready)
+        if e is None or skips[e]:
             continue
         if op == VaOpcode.SCATTER_IDX:
-            write = max(address + 1, element_free)
+            write = max(cursor + 1, element_free)
         else:
-            first = max(address + latency + READ_WAIT, ch.read_free)
+            first = max(cursor + latency + READ_WAIT, ch.read_free)
             ch.read_free = first + 1
             write = max(first, element_free)
         element_free = write + 1
         answers.append(write + latency + WRITE_WAIT)
-    return max(answers) if answers else address + 1
+    return max(answers) if answers else cursor + 1

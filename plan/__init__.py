@@ -26,12 +26,12 @@ from .ir import (
     graph_from_json,
     graph_to_json,
 )
-from .machine import Block, LatencyModel, LinearLatency, Machine, MaLatency
+from .machine import Block, LatencyModel, LinearLatency, Machine, MaLatency, VaLatency
 
 __all__ = ["IRError", "IRFormatError", "LatencyBoundViolated", "STDGCycleDetected",
            "MaskLayoutMismatch", "ScheduleInfeasible", "Tensor", "Dependency",
            "SparsityMask", "PrefillOp", "DecodeOp", "CacheMigrateOp", "BarrierOp", "Graph",
-           "graph_to_json", "graph_from_json", "LatencyModel", "MaLatency", "LinearLatency",
-           "Block", "Machine", "check_graph", "check_latency", "check_masks", "find_cycle",
+           "graph_to_json", "graph_from_json", "LatencyModel", "MaLatency", "VaLatency",
+           "LinearLatency", "Block", "Machine", "check_graph", "check_latency", "check_masks", "find_cycle",
            "check_acyclic", "Plan", "plan", "plan_from_json",
            "cli_main"]

@@ -31,8 +31,8 @@ that dependence (layer i + 1 reads layer i's output).
 :func:`machine_for` is the planner's machine for a program's
 :class:`golden.program.BlockConfig`: the MA's model is :class:`plan.machine.MaLatency`
 with the configuration's P, bus width and memory latency; the VA's is
-:class:`plan.machine.LinearLatency`, a placeholder until a VA latency model is fitted
-(:data:`VA_MODEL_NOTE`).
+:class:`plan.machine.VaLatency` (:mod:`golden.va_latency`) with its lanes, bus width and
+memory latency (:data:`VA_MODEL_NOTE`).
 """
 
 import re
@@ -44,7 +44,7 @@ from spec.codes import MaMode, VaOpcode
 
 from .errors import IRError
 from .ir import BarrierOp, DecodeOp, Dependency, Graph, PrefillOp, SparsityMask, Tensor
-from .machine import LinearLatency, Machine, MaLatency
+from .machine import LinearLatency, Machine, MaLatency, VaLatency
 
 __all__ = ["VA_OP_TYPES", "VA_MODEL_NOTE", "DTYPE_NAMES", "machine_for", "va_traffic",
            "ma_traffic", "lower_program", "lower_programs", "lower_decode", "lower_prefill",
@@ -69,8 +69,8 @@ VA_OP_TYPES = {
 _INT8_VA = frozenset({VaOpcode.QUANTIZE, VaOpcode.DEQUANTIZE, P.DEQUANTIZE_MEM})
 # golden.program dtypes -> plan.ir dtypes
 DTYPE_NAMES = {"bf16": "bf16", "binary32": "fp32", "int8": "int8", "int32": "int32"}
-VA_MODEL_NOTE = ("VA cycles: plan.machine.LinearLatency (16 + bytes / 16 a command), a "
-                 "placeholder until a VA latency model is fitted on the RTL")
+VA_MODEL_NOTE = ("VA cycles: golden/va_latency.py (each command from reset, operands "
+                 "aligned; DEQUANTIZE_MEM and TOPK_WIDE timed as DEQUANTIZE and TOPK)")
 _BAD = re.compile(r"[^A-Za-z0-9_.\-]")
 
 
@@ -82,12 +82,14 @@ def ir_name(name):
 
 def machine_for(config=None, **kwargs):
     """The planner's :class:`plan.machine.Machine` for a :class:`BlockConfig`: the MA's
-    model from its ``p``, ``bus_bits`` and memory ``latency``; the VA's and the
-    cache-migrate engine's :class:`LinearLatency` placeholders (``kwargs`` go to
-    Machine)."""
+    model from its ``p``, ``bus_bits`` and memory ``latency``, the VA's from its
+    ``lanes``, ``bus_bits`` and ``latency``; the cache-migrate engine's
+    :class:`LinearLatency` placeholder (``kwargs`` go to Machine)."""
     cfg = config or BlockConfig()
     models = {"ma": MaLatency(p=cfg.p, data_width=cfg.bus_bits, memory_latency=cfg.latency),
-              "va": LinearLatency("va"), "cme": LinearLatency("cme", setup=8)}
+              "va": VaLatency(lanes=cfg.lanes, data_width=cfg.bus_bits,
+                              memory_latency=cfg.latency),
+              "cme": LinearLatency("cme", setup=8)}
     return Machine(models=models, **kwargs)
 
 

@@ -3,9 +3,10 @@ model of every block kind.
 
 The design notes' scheduling contract (CSA) has every compute unit report its minimum
 schedulable unit (MSU) and its latency; here that is a :class:`LatencyModel`, one per
-block kind. The MA's is the RTL-fitted model of :mod:`golden.ma_latency`;
-:class:`LinearLatency` is the interface's simplest implementation, for blocks whose
-fitted model is not written yet (its numbers are a placeholder, not a measurement).
+block kind. The MA's is the RTL-fitted model of :mod:`golden.ma_latency`, the VA's
+that of :mod:`golden.va_latency` (:class:`VaLatency`); :class:`LinearLatency` is the
+interface's simplest implementation, for blocks whose fitted model is not written yet
+(the cache-migrate engine's: its numbers are a placeholder, not a measurement).
 """
 
 from dataclasses import dataclass, field
@@ -13,11 +14,14 @@ from dataclasses import dataclass, field
 from golden.ma_latency import MaCommand, ma_cycles
 from golden.muon import decision_lead
 from golden.program import MA_MAX
+from golden.va import VaCommand
+from golden.va_latency import va_repeat_cycles
+from spec.codes import VaOpcode
 
 from .errors import IRError
 from .ir import BarrierOp
 
-__all__ = ["LatencyModel", "MaLatency", "LinearLatency", "Block", "Machine", "OP_BLOCKS",
+__all__ = ["LatencyModel", "MaLatency", "VaLatency", "LinearLatency", "Block", "Machine", "OP_BLOCKS",
            "MASKED_OP_TYPES", "op_bytes"]
 
 # What block kind runs an op of each op_type (one block command per IR node).
@@ -93,6 +97,81 @@ def _ma_cycles_cached(cmd, p, data_width, latency):
     if key not in _MA_CACHE:
         _MA_CACHE[key] = ma_cycles(cmd, p=p, data_width=data_width, latency=latency)
     return _MA_CACHE[key]
+
+
+# The VA opcode an op stands for when its name does not say (a graph not lowered from a
+# program): one representative command per op_type.
+VA_TYPE_OPCODES = {
+    "attention": VaOpcode.GATHER_CSR, "gather": VaOpcode.GATHER, "scatter": VaOpcode.SCATTER,
+    "norm": VaOpcode.RMSNORM, "rope": VaOpcode.ROPE, "softmax": VaOpcode.SOFTMAX,
+    "activation": VaOpcode.SILU, "elementwise": VaOpcode.ADD,
+    "quantize": VaOpcode.QUANTIZE, "dequantize": VaOpcode.DEQUANTIZE,
+    "reduce": VaOpcode.SUM, "topk": VaOpcode.TOPK,
+}
+_VA_BASES = (0x10000, 0x1010000, 0x2020000, 0x3030000, 0x4040000)   # src … dst2
+
+
+def va_opcode(op):
+    """The VA opcode of an op: the name :func:`plan.lower.lower_program` gives it ends
+    in ``.<opcode name>``; else the op_type's representative (:data:`VA_TYPE_OPCODES`)."""
+    name = op.name.rsplit(".", 1)[-1].upper()
+    if name in VaOpcode.__members__:
+        return VaOpcode[name]
+    if op.op_type not in VA_TYPE_OPCODES:
+        raise IRError(f"op {op.name}: no VA command for op_type {op.op_type!r}")
+    return VA_TYPE_OPCODES[op.op_type]
+
+
+@dataclass(frozen=True)
+class VaLatency(LatencyModel):
+    """The VA's model (:func:`golden.va_latency.va_cycles`) for an op of ``tile_shape``
+    ``(repeat, length)`` (``(rows, index_limit, length)`` for GATHER_CSR): ``repeat``
+    commands one after the other from reset. The IR carries no addresses, so operands are
+    taken as aligned and apart (each its own 16 MiB region); TOPK's K comes from the op's
+    traffic (6·K bytes written a command), the gathers' element is 2 bytes, stride one
+    element, and no index is skipped."""
+    lanes: int = 32
+    data_width: int = 128
+    fn_lanes: int | None = None
+    memory_latency: int = 8
+    block = "va"
+
+    @property
+    def msu(self):
+        return f"one VA command ({self.data_width // 16} bf16 elements a cycle)"
+
+    def command(self, op):
+        """(the VaCommand an op stands for, its repeat count)."""
+        opcode = va_opcode(op)
+        shape = tuple(op.tile_shape)
+        if opcode == VaOpcode.GATHER_CSR:
+            if len(shape) != 3:
+                raise IRError(f"op {op.name}: a CSR gather's tile_shape is (rows, "
+                              f"index_limit, length), not {shape}")
+            (rows, limit, n), repeat = shape, 1
+        else:
+            if len(shape) != 2:
+                raise IRError(f"op {op.name}: a VA op's tile_shape is (repeat, length), not "
+                              f"{shape}")
+            (repeat, n), rows, limit = shape, 0, 0
+        if not (isinstance(n, int) and 1 <= n <= 65536 and isinstance(repeat, int)
+                and repeat >= 1):
+            raise IRError(f"op {op.name}: a VA command has 1..65536 elements and a repeat "
+                          f"of at least 1, not tile_shape {shape}")
+        k = 8
+        if opcode in (VaOpcode.TOPK, VaOpcode.TOPK_WIDE) and op.traffic is not None:
+            k = max(1, op.traffic[1] // (6 * repeat))
+        if opcode == VaOpcode.ROPE:
+            n += n % 2
+        src, src2, src3, dst, dst2 = _VA_BASES
+        cmd = VaCommand(opcode, n, src=src, src2=src2, src3=src3, dst=dst, dst2=dst2,
+                        stride=2, esize=1, k=min(k, n), index_limit=max(limit, 1), rows=rows)
+        return cmd, repeat
+
+    def cycles(self, op, graph):
+        cmd, repeat = self.command(op)
+        return va_repeat_cycles([cmd] * repeat, lanes=self.lanes, data_width=self.data_width,
+                                fn_lanes=self.fn_lanes, latency=self.memory_latency)
 
 
 @dataclass(frozen=True)

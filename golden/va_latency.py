@@ -127,11 +127,12 @@ class _Channels:
         self.answer = 0
         self.written = 0            # the last answer of the current writer stream
 
-    def read_pass(self, start, operands, steps, interval, depth, turn=0):
+    def read_pass(self, start, operands, steps, interval, depth, turn=0, readers=4):
         """One pass: the reader starts at ``start`` with ``operands`` (a list of four
         (addr, nbytes) or None); the unit takes step k when every (operand, word) of
         ``steps[k]`` is ready, every ``interval`` cycles at most; ``turn``: the operand
-        the reader serves first. Returns the steps' take cycles + ``depth`` (and leaves
+        the reader serves first (of ``readers`` operand slots). Returns the steps' take
+        cycles + ``depth`` (and leaves
         the reader's next turn in ``self.turn``)."""
         bb, latency = self.bb, self.latency
         ops = [None if o is None or not o[1] else _Operand(o[0], o[1], bb) for o in operands]
@@ -182,7 +183,7 @@ class _Channels:
             bursts_done.append(first + length - 1)
             o.issued += length
             o.next += 1
-            turn = (i + 1) % 4
+            turn = (i + 1) % readers
             t += 2
         advance()
         assert len(takes) == len(steps), "a step needs a word no operand reads"
@@ -481,6 +482,7 @@ LIMITS_CYCLES = 50      # indexed forms: START → the CHECK pass's first burst 
 INDEX_AGAIN = 5         # the CHECK pass's last word → the RUN pass's first address
 ADDRESS_WAIT = 5        # RUN: an index word ready → its first element's address
 POINTER_WAIT = 4        # RUN (CSR): a row-pointer word ready → its first pointer taken
+SOURCE_WAIT = 3         # RUN (SCATTER_IDX): a source word ready → its first element
 
 
 def _skips(cmd, memory, origin):
@@ -526,27 +528,35 @@ def _indexed(ch, cmd, bb, latency, skips, rows):
     pointers = (cmd.src2, 4 * (cmd.rows + 1)) if csr else None
     per_word = bb // 4
     out_words = -(-4 * n // bb)
+    turn = 1 if csr else 0          # measured: the CSR form reads its pointers first
     steps = [[(0, k)] for k in range(out_words)]
     takes = ch.read_pass(LIMITS_CYCLES, [(index_addr, 4 * n), pointers, None, None], steps,
-                         1, 0, 0)
+                         1, 0, turn, 2)
     last = takes[-1]
     if csr:                 # the pointers are checked too
         o = ch.operands[1]
         last = max(last, _word_ready(o, o.words_out - 1))
     again = last + INDEX_AGAIN - READ_START
     source = (cmd.src, n << cmd.esize) if op == VaOpcode.SCATTER_IDX else pointers
-    takes = ch.read_pass(again, [(index_addr, 4 * n), source, None, None], steps, 1, 0, 0)
-    ptr_ready = []
+    takes = ch.read_pass(again, [(index_addr, 4 * n), source, None, None], steps, 1, 0,
+                         turn, 2)
+    ptr_ready, src_ready = [], []
     if csr:
         o = ch.operands[1]
         ptr_ready = [_word_ready(o, j) for j in range(o.words_out)]
+    if op == VaOpcode.SCATTER_IDX:
+        o = ch.operands[1]
+        src_ready = [_word_ready(o, j) for j in range(o.words_out)]
     events = []             # (element or None for a pointer, its ready cycle)
     taken_rows = -1
     for e in range(n):
         while csr and taken_rows < min(rows[e] + 1, cmd.rows):
             taken_rows += 1
             events.append((None, ptr_ready[4 * taken_rows // bb] + POINTER_WAIT))
-        events.append((e, takes[e // per_word] + ADDRESS_WAIT))
+        ready = takes[e // per_word] + ADDRESS_WAIT
+        if src_ready:       # the scatter's element pairs with its source element
+            ready = max(ready, src_ready[(e << cmd.esize) // bb] + SOURCE_WAIT)
+        events.append((e, ready))
     cursor, answers, element_free = -1, [], 0
     for e, ready in events:
         cursor = max(cursor + 1, ready)
@@ -561,3 +571,28 @@ def _indexed(ch, cmd, bb, latency, skips, rows):
         element_free = write + 1
         answers.append(write + latency + WRITE_WAIT)
     return max(answers) if answers else cursor + 1
+
+
+_REPEAT_CACHE = {}
+
+
+def va_repeat_cycles(cmds, *, lanes, data_width, fn_lanes=None, latency):
+    """Cycles of ``cmds`` (VaCommands) run one after the other from reset, each from
+    START to DONE: the model's prediction for a repeated command. Commands of the same
+    shape and alignment after the same state are timed once (no memory: the indexed
+    forms as if no index were -1)."""
+    state, total = VaState(), 0
+    for cmd in cmds:
+        key = (cmd.op, cmd.length, cmd.esize, cmd.stride, cmd.k, cmd.split_half, cmd.rows,
+               cmd.index_limit, tuple(a % PAGE_BYTES if a else -1 for a in (
+                   cmd.src, cmd.src2, cmd.src3, cmd.dst, cmd.dst2)),
+               state.turn, state.row_pass, lanes, data_width, fn_lanes, latency)
+        if key not in _REPEAT_CACHE:
+            after = VaState(state.turn, state.row_pass)
+            cycles = va_cycles(cmd, lanes=lanes, data_width=data_width, fn_lanes=fn_lanes,
+                               latency=latency, state=after)
+            _REPEAT_CACHE[key] = cycles, after
+        cycles, after = _REPEAT_CACHE[key]
+        state = VaState(after.turn, after.row_pass)
+        total += cycles
+    return total

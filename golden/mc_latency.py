@@ -98,7 +98,6 @@ def mc_cycles(requests, *, data_width, latency, resp_depth=64):
     reads_out, writes_out = [], []   # cycles each burst in flight leaves
     remaining = len(pending)
     t = 0
-    acks = {}
     while remaining:
         # channels pick up their next request once the previous one has been answered
         for chan, q in queue.items():

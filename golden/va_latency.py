@@ -52,7 +52,6 @@ STAND_INS = {VaOpcode.DEQUANTIZE_MEM: VaOpcode.DEQUANTIZE, VaOpcode.TOPK_WIDE: V
 MAX_BURST = 16          # bus words per burst (hdl.va.streams.MAX_BURST)
 READ_FIFO = 64          # words of each operand's FIFO: the reader's credits
 TAGS = 8                # read bursts in flight at most (the reader's tag FIFO)
-WRITE_FIFO = 32         # words of the writer's FIFO
 
 # Fitted offsets (cycles), see the module docstring.
 READ_START = 3          # START → the first burst address

@@ -482,6 +482,7 @@ INDEX_AGAIN = 5         # the CHECK pass's last word → the RUN pass's first ad
 ADDRESS_WAIT = 5        # RUN: an index word ready → its first element's address
 POINTER_WAIT = 4        # RUN (CSR): a row-pointer word ready → its first pointer taken
 SOURCE_WAIT = 3         # RUN (SCATTER_IDX): a source word ready → its first element
+SCATTER_IDX_WRITE = -1  # RUN (SCATTER_IDX): an element address → its write
 
 
 def _skips(cmd, memory, origin):
@@ -528,6 +529,7 @@ def _indexed(ch, cmd, bb, latency, skips, rows):
     per_word = bb // 4
     out_words = -(-4 * n // bb)
     turn = 1 if csr else 0          # measured: the CSR form reads its pointers first
+    run_turn = 1 if op == VaOpcode.SCATTER_IDX else turn   # measured: its source first
     steps = [[(0, k)] for k in range(out_words)]
     takes = ch.read_pass(LIMITS_CYCLES, [(index_addr, 4 * n), pointers, None, None], steps,
                          1, 0, turn, 2)
@@ -538,7 +540,7 @@ def _indexed(ch, cmd, bb, latency, skips, rows):
     again = last + INDEX_AGAIN - READ_START
     source = (cmd.src, n << cmd.esize) if op == VaOpcode.SCATTER_IDX else pointers
     takes = ch.read_pass(again, [(index_addr, 4 * n), source, None, None], steps, 1, 0,
-                         turn, 2)
+                         run_turn, 2)
     ptr_ready, src_ready = [], []
     if csr:
         o = ch.operands[1]
@@ -562,7 +564,7 @@ def _indexed(ch, cmd, bb, latency, skips, rows):
         if e is None or skips[e]:
             continue
         if op == VaOpcode.SCATTER_IDX:
-            write = max(cursor + 1, element_free)
+            write = max(cursor + SCATTER_IDX_WRITE, element_free)
         else:
             first = max(cursor + latency + READ_WAIT, ch.read_free)
             ch.read_free = first + 1

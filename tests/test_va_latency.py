@@ -5,11 +5,8 @@ The whole :class:`~hdl.va.core.VectorCore` runs in the Amaranth simulator agains
 every opcode the RTL runs, one after the other on one core (the model is given what
 each command leaves behind, :class:`golden.va_latency.VaState`), each timed from the
 launch (START) to the finish pulse (DONE), as tests/test_ma_latency.py times the MA.
-The model must be within 2 % of every command of every opcode but SCATTER_IDX, which it
-holds to :data:`SCATTER_IDX_BOUND` (its RUN pass pairs each element with its source
-element; the model's pairing is off by up to 11 cycles on byte elements, not found
-yet). It is exact on all the others in the runs so far; the test prints the largest
-and mean error per opcode. ``make test`` runs one configuration; the ``regress``
+The model must be within 2 % of every command; it is exact on all of them in the runs
+so far, and the test prints the largest and mean error per opcode. ``make test`` runs one configuration; the ``regress``
 marker adds a bus-wide one and a narrowed one with longer vectors.
 """
 
@@ -34,8 +31,6 @@ MODELLED = tuple(op for op in RTL_OPCODES)
 # Element moves stay short: their writes then never reach the index vectors of the
 # indexed commands (test_va_indexed.random_command puts them at 0xB000 and above).
 MAX_MOVES = 64
-BOUND = 0.02
-SCATTER_IDX_BOUND = 0.10
 
 
 def random_command(op, rng, image, max_n):
@@ -126,7 +121,7 @@ def check(seed, lanes, data_width, fn_lanes, per_op, max_n):
                           latency=LATENCY, state=state, memory=memory, origin=ORIGIN)
         error = abs(model - rtl) / rtl
         errors[VaOpcode(cmd.op).name].append(error)
-        if error > (SCATTER_IDX_BOUND if cmd.op == VaOpcode.SCATTER_IDX else BOUND):
+        if error > 0.02:
             worst.append(f"{VaOpcode(cmd.op).name} n={cmd.length}: RTL {rtl}, model {model}"
                          f" ({100 * error:.2f} %): {cmd}")
     for name, errs in sorted(errors.items()):

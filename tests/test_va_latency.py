@@ -6,8 +6,9 @@ every opcode the RTL runs, one after the other on one core (the model is given w
 each command leaves behind, :class:`golden.va_latency.VaState`), each timed from the
 launch (START) to the finish pulse (DONE), as tests/test_ma_latency.py times the MA.
 The model must be within 2 % of every command; it is exact on all of them in the runs
-so far, and the test prints the largest and mean error per opcode. ``make test`` runs one configuration; the ``regress``
-marker adds a bus-wide one and a narrowed one with longer vectors.
+so far, and the test prints the largest and mean error per opcode. ``make test`` runs
+one configuration; the ``regress`` marker adds a bus-wide one and a narrowed one with
+longer vectors.
 """
 
 import random

@@ -27,21 +27,26 @@ from tests import test_va_indexed
 
 LATENCY = 6
 ORIGIN = test_va_indexed.ORIGIN
-SIZE = 1 << 16
+SIZE = 1 << 18
+INDEXED = (VaOpcode.GATHER_IDX, VaOpcode.SCATTER_IDX, VaOpcode.GATHER_CSR)
+META, META_SLOT = 0x10000, 0x1000   # the indexed commands' index regions
 MODELLED = tuple(op for op in RTL_OPCODES)
 # Element moves stay short: their writes then never reach the index vectors of the
-# indexed commands (test_va_indexed.random_command puts them at 0xB000 and above).
+# indexed commands (each in a region of its own from META).
 MAX_MOVES = 64
 
 
-def random_command(op, rng, image, max_n):
-    """A random command of ``op`` the START checks pass, operands inside the memory."""
+def random_command(op, rng, image, max_n, slot=0):
+    """A random command of ``op`` the START checks pass, operands inside the memory; an
+    indexed command's indices (and CSR pointers) in region ``slot`` of its own, which no
+    other command writes."""
     if op in (VaOpcode.GATHER_IDX, VaOpcode.SCATTER_IDX, VaOpcode.GATHER_CSR):
         while True:         # a command the golden model runs to the end (no bad index)
             esize = rng.randrange(3)
             n = rng.randrange(1, min(max_n, MAX_MOVES) + 1)
             cmd = test_va_indexed.random_command(rng, image, op, n, esize,
-                                                 rng.randrange(0, 16) << esize)
+                                                 rng.randrange(0, 16) << esize,
+                                                 meta_at=META + slot * META_SLOT)
             code, _ = execute(cmd, MemoryWindow(ORIGIN, image.copy()))
             if code == ErrorCode.NONE:
                 return cmd
@@ -76,7 +81,7 @@ def random_command(op, rng, image, max_n):
 
 def run_core(cmds, lanes, data_width, fn_lanes, image):
     """Run ``cmds`` back to back; returns the cycles of each (launch → finish) and the
-    memory each started from (an indexed command's timing depends on its indices)."""
+    memory each indexed command started from (its timing depends on its indices)."""
     dut = VectorCore(lanes, data_width, fn_lanes)
     cycles, before = [], []
 
@@ -88,7 +93,7 @@ def run_core(cmds, lanes, data_width, fn_lanes, image):
                 ctx.set(getattr(dut.cmd, name), int(getattr(cmd, name)))
             await ctx.tick().repeat(3)
             assert not ctx.get(dut.refuse_code), f"START refused {cmd}"
-            before.append(image.copy())
+            before.append(image.copy() if cmd.op in INDEXED else None)
             ctx.set(dut.launch, 1)
             await ctx.tick()
             ctx.set(dut.launch, 0)
@@ -113,7 +118,9 @@ def run_core(cmds, lanes, data_width, fn_lanes, image):
 def check(seed, lanes, data_width, fn_lanes, per_op, max_n):
     rng = random.Random(seed)
     image = np.frombuffer(rng.randbytes(SIZE), np.uint8).copy()
-    cmds = [random_command(op, rng, image, max_n) for op in MODELLED for _ in range(per_op)]
+    ops = [op for op in MODELLED for _ in range(per_op)]
+    slots = [sum(o in INDEXED for o in ops[:i]) for i in range(len(ops))]
+    cmds = [random_command(op, rng, image, max_n, slot) for op, slot in zip(ops, slots)]
     rng.shuffle(cmds)
     measured, memories = run_core(cmds, lanes, data_width, fn_lanes, image)
     state, errors, worst = VaState(), defaultdict(list), []

@@ -120,7 +120,7 @@ def check(seed, lanes, data_width, fn_lanes, per_op, max_n):
     image = np.frombuffer(rng.randbytes(SIZE), np.uint8).copy()
     ops = [op for op in MODELLED for _ in range(per_op)]
     slots = [sum(o in INDEXED for o in ops[:i]) for i in range(len(ops))]
-    cmds = [random_command(op, rng, image, max_n, slot) for op, slot in zip(ops, slots)]
+    cmds = [random_command(op, rng, image, max_n, slot) for op, slot in zip(ops, slots, strict=True)]
     rng.shuffle(cmds)
     measured, memories = run_core(cmds, lanes, data_width, fn_lanes, image)
     state, errors, worst = VaState(), defaultdict(list), []

@@ -214,15 +214,17 @@ class _Channels:
 
 class VaState:
     """What a command leaves in the VA that the next one's timing depends on: the
-    reader's ``turn`` (the operand it serves first) and the row unit's last ``pass``
+    reader's ``turn`` (the operand it serves first; ``mover_turn``: the indexed mover's
+    reader's, of its two operands) and the row unit's last ``pass``
     (RMSNORM's first read takes gamma too when the previous command ended in pass 2).
     ``VaState()`` is the VA after reset."""
 
-    def __init__(self, turn=0, row_pass=0):
-        self.turn, self.row_pass = turn, row_pass
+    def __init__(self, turn=0, row_pass=0, mover_turn=0):
+        self.turn, self.row_pass, self.mover_turn = turn, row_pass, mover_turn
 
     def __repr__(self):
-        return f"VaState(turn={self.turn}, row_pass={self.row_pass})"
+        return (f"VaState(turn={self.turn}, row_pass={self.row_pass}, "
+                f"mover_turn={self.mover_turn})")
 
 
 # Per-opcode depth of the element pipelines, cycles from the unit taking a word to the
@@ -425,8 +427,10 @@ def va_cycles(cmd, *, lanes, data_width, fn_lanes=None, latency, state=None, mem
     elif op == VaOpcode.SCATTER:
         end, turn[0] = _scatter(ch, cmd, bb, latency, turn[0])
     elif op in (VaOpcode.GATHER_IDX, VaOpcode.SCATTER_IDX, VaOpcode.GATHER_CSR):
-        end = _indexed(ch, cmd, bb, latency, _skips(cmd, memory, origin),
-                       _rows_of(cmd, memory, origin) if op == VaOpcode.GATHER_CSR else None)
+        end, state.mover_turn = _indexed(
+            ch, cmd, bb, latency, _skips(cmd, memory, origin),
+            _rows_of(cmd, memory, origin) if op == VaOpcode.GATHER_CSR else None,
+            state.mover_turn)
     else:
         raise ValueError(f"the VA latency model has no timing for {op.name}")
     state.turn = turn[0]
@@ -517,7 +521,7 @@ def _word_ready(o, j):
     return o.arrive[j + 1] if j + 1 < o.words_in else o.arrive[-1] + 1
 
 
-def _indexed(ch, cmd, bb, latency, skips, rows):
+def _indexed(ch, cmd, bb, latency, skips, rows, turn):
     """GATHER_IDX, SCATTER_IDX, GATHER_CSR (hdl.va.indexed.IndexedMover): the limits,
     the CHECK pass over the indices (and row pointers), the RUN pass: an element
     address a cycle (CSR: a row pointer taken a cycle as well), a single-word read
@@ -528,8 +532,6 @@ def _indexed(ch, cmd, bb, latency, skips, rows):
     pointers = (cmd.src2, 4 * (cmd.rows + 1)) if csr else None
     per_word = bb // 4
     out_words = -(-4 * n // bb)
-    turn = 1 if csr else 0          # measured: the CSR form reads its pointers first
-    run_turn = 1 if op == VaOpcode.SCATTER_IDX else turn   # measured: its source first
     steps = [[(0, k)] for k in range(out_words)]
     takes = ch.read_pass(LIMITS_CYCLES, [(index_addr, 4 * n), pointers, None, None], steps,
                          1, 0, turn, 2)
@@ -540,7 +542,7 @@ def _indexed(ch, cmd, bb, latency, skips, rows):
     again = last + INDEX_AGAIN - READ_START
     source = (cmd.src, n << cmd.esize) if op == VaOpcode.SCATTER_IDX else pointers
     takes = ch.read_pass(again, [(index_addr, 4 * n), source, None, None], steps, 1, 0,
-                         run_turn, 2)
+                         ch.turn, 2)
     ptr_ready, src_ready = [], []
     if csr:
         o = ch.operands[1]
@@ -571,7 +573,7 @@ def _indexed(ch, cmd, bb, latency, skips, rows):
             write = max(first, element_free)
         element_free = write + 1
         answers.append(write + latency + WRITE_WAIT)
-    return max(answers) if answers else cursor + 1
+    return (max(answers) if answers else cursor + 1), ch.turn
 
 
 _REPEAT_CACHE = {}

@@ -43,16 +43,20 @@ Anything else is refused with :class:`RegmapError`.
 
 import argparse
 import html
+import inspect
 import json
+import re
 import sys
 import tempfile
+from enum import IntEnum
 from pathlib import Path
 
 from systemrdl import RDLCompiler
 from systemrdl.node import RegNode
 from systemrdl.rdltypes import AccessType, OnReadType, OnWriteType
 
-__all__ = ["RegmapError", "ROOT", "FORMATS", "UNIT_MAPS", "blocks", "rdl_source",
+__all__ = ["RegmapError", "ROOT", "FORMATS", "UNIT_MAPS", "CODES_RDL", "code_enums",
+           "render_codes_rdl", "blocks", "rdl_source",
            "module_name", "module_path", "docs_dir", "compile_block", "build_model",
            "render_python", "render_json", "render_markdown", "render_c", "render_html",
            "render", "generated_files", "stale_files", "update", "main"]
@@ -77,6 +81,48 @@ _UNSUPPORTED = ("hwclr", "swmod", "swacc", "counter", "intr", "we", "wel", "pari
 
 class RegmapError(Exception):
     """A register description the v4hw register block cannot implement."""
+
+
+# The SystemRDL enumerations, generated from spec.codes (included by common.rdl).
+CODES_RDL = "hdl/common/codes.rdl"
+
+
+def code_enums():
+    """The ``IntEnum`` classes of ``spec.codes``, in its ``__all__`` order."""
+    from spec import codes
+    return [value for value in (getattr(codes, name) for name in codes.__all__)
+            if isinstance(value, type) and issubclass(value, IntEnum)]
+
+
+_MEMBER_COMMENT = re.compile(r"^\s+([A-Z][A-Z0-9_]*)\s*=\s*[^#]*#\s*(.*?)\s*$")
+
+
+def _member_comments(enum):
+    """``{member: its trailing comment in spec/codes.py}``, for the members that have one."""
+    lines, _ = inspect.getsourcelines(enum)
+    return {match[1]: match[2] for match in map(_MEMBER_COMMENT.match, lines) if match}
+
+
+def _rdl_string(text):
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def render_codes_rdl():
+    """``hdl/common/codes.rdl``: one SystemRDL ``enum`` per ``IntEnum`` of ``spec.codes``,
+    named as the Python class, so a field's ``encode = VaOpcode;`` carries the values
+    into every generated file without writing them twice."""
+    out = ["// SystemRDL enumerations of spec/codes.py, the numeric contract.\n",
+           _generated_note({"source": "spec/codes.py"}, "// "),
+           "// A field names one as its encoding: `encode = ErrorCode;`.\n"]
+    for enum in code_enums():
+        comments = _member_comments(enum)
+        out.append(f"\nenum {enum.__name__} {{\n")
+        for member in enum:
+            desc = comments.get(member.name)
+            props = f" {{ desc = {_rdl_string(desc)}; }}" if desc else ""
+            out.append(f"    {member.name} = {member.value:#x}{props};\n")
+        out.append("};\n")
+    return "".join(out)
 
 
 # Units with a register map of their own inside another block's package: name -> package.
@@ -171,12 +217,22 @@ def _field(field):
         raise RegmapError(f"{field.get_path()}: reset must be a constant")
     if access in ("RW", "W1C", "WO") and reset is None:
         raise RegmapError(f"{field.get_path()}: a {access} field needs a reset value")
+    encode = field.get_property("encode")
+    if encode is not None:
+        codes = {enum.__name__: enum for enum in code_enums()}
+        if encode.type_name not in codes:
+            raise RegmapError(f"{field.get_path()}: encode {encode.type_name} is not an "
+                              f"enumeration of spec.codes ({CODES_RDL})")
+        if max(codes[encode.type_name]) >> field.width:
+            raise RegmapError(f"{field.get_path()}: {encode.type_name} does not fit in "
+                              f"{field.width} bits")
     return {
         "name": field.inst_name,
         "lsb": field.lsb,
         "width": field.width,
         "access": access,
         "reset": reset,
+        "encode": None if encode is None else encode.type_name,
         "description": _text(field),
     }
 
@@ -221,6 +277,7 @@ def build_model(block, top=None):
         if name in seen:
             raise RegmapError(f"Two registers are named {name}")
         seen[name] = register
+    used = {field["encode"] for register in registers for field in register["fields"]}
     return {
         "block": block,
         "title": top.get_property("name"),
@@ -228,7 +285,16 @@ def build_model(block, top=None):
         "addr_width": ADDR_WIDTH,
         "data_width": DATA_WIDTH,
         "registers": registers,
+        "enums": _enums([enum for enum in code_enums() if enum.__name__ in used]),
     }
+
+
+def _enums(enums):
+    """``{name: [{name, value, description}]}`` of the enumerations the fields use."""
+    return {enum.__name__: [{"name": member.name, "value": member.value,
+                             "description": _member_comments(enum).get(member.name, "")}
+                            for member in enum]
+            for enum in enums}
 
 
 def _generated_note(model, comment):
@@ -275,11 +341,14 @@ def render_python(model):
         "  access       the fields' access codes, '/'-joined when they differ\n",
         "  read_strobe  the register block strobes the core when software reads it\n",
         "  description  text\n",
-        "  fields       tuple of dicts: name, lsb, width, access, reset, description\n",
+        "  fields       tuple of dicts: name, lsb, width, access, reset, encode,\n",
+        "               description; encode names the field's enumeration in ENUMS or is None\n",
         "Field access codes: RW storage the core reads; RO driven by the core; RC driven\n",
         "by the core, cleared by the core on the read strobe; W1C set by the core,\n",
         "cleared by writing 1; WO a one-cycle pulse per written 1, reads as 0.\n",
         "reset is None where the core drives the value.\n",
+        "ENUMS maps the name of each enumeration the fields use (a class of spec.codes) to\n",
+        "its members, a tuple of dicts: name, value, description.\n",
         '"""\n',
         "\n",
         f"BLOCK = {_q(model['block'])}\n",
@@ -303,12 +372,23 @@ def render_python(model):
             out += [
                 f"            {{\"name\": {_q(field['name'])}, \"lsb\": {field['lsb']}, "
                 f"\"width\": {field['width']}, \"access\": {_q(field['access'])}, "
-                f"\"reset\": {_py_reset(field['reset'])},\n",
+                f"\"reset\": {_py_reset(field['reset'])}, \"encode\": "
+                f"{'None' if field['encode'] is None else _q(field['encode'])},\n",
                 f"             \"description\": "
                 f"{_py_string(field['description'], 28)}}},\n",
             ]
         out += ["        ),\n", "    },\n"]
-    out.append(")\n")
+    out += [")\n", "\n", "ENUMS = {\n"]
+    for name, members in model["enums"].items():
+        out.append(f"    {_q(name)}: (\n")
+        for member in members:
+            head = (f"        {{\"name\": {_q(member['name'])}, \"value\": {member['value']:#x}, "
+                    f"\"description\":")
+            one_line = f"{head} {_q(member['description'])}}},"
+            out.append(f"{one_line}\n" if len(one_line) <= 92 else
+                       f"{head}\n         {_py_string(member['description'], 9)}}},\n")
+        out.append("    ),\n")
+    out.append("}\n")
     return "".join(out)
 
 
@@ -324,7 +404,34 @@ def render_markdown(model, top):
         path = Path(tmp) / "regmap.md"
         MarkdownExporter().export(top, str(path), input_files=[model["source"]])
         body = path.read_text(encoding="utf-8")
-    return _generated_note(model, "<!-- ").rstrip("\n") + " -->\n" + body
+    return (_generated_note(model, "<!-- ").rstrip("\n") + " -->\n" + body
+            + _markdown_enums(model))
+
+
+def _encoded_fields(model):
+    """``{enum name: ["REGISTER.FIELD", ...]}`` in register order."""
+    users = {}
+    for register in model["registers"]:
+        for field in register["fields"]:
+            if field["encode"] is not None:
+                users.setdefault(field["encode"], []).append(
+                    f"{register['name']}.{field['name']}")
+    return users
+
+
+def _markdown_enums(model):
+    """The enumerations section PeakRDL-markdown 1.0 does not write."""
+    users = _encoded_fields(model)
+    out = ["\n## Enumerations\n\n"
+           "Values of the fields with an encoding (the classes of `spec/codes.py`).\n"]
+    for name, members in model["enums"].items():
+        out.append(f"\n### {name}\n\nField{'s' if len(users[name]) > 1 else ''}: "
+                   + ", ".join(users[name]) + ".\n\n|Value|Identifier|Description|\n"
+                   "|-----|----------|-----------|\n")
+        for member in members:
+            out.append(f"|{member['value']:#x}|{member['name']}|"
+                       f"{member['description'].replace('|', '&#124;')}|\n")
+    return "".join(out)
 
 
 def render_c(model, top):
@@ -335,7 +442,40 @@ def render_c(model, top):
         path = Path(tmp) / f"{model['block']}_regmap.h"
         CHeaderExporter().export(top, str(path), reuse_typedefs=False)
         body = path.read_text(encoding="utf-8")
-    return _generated_note(model, "// ") + body
+    return _generated_note(model, "// ") + _c_volatile(_c_enums(model, body))
+
+
+def _c_enums(model, body):
+    """After each encoded field's ``_bm``/``_bp``/``_bw`` (``_reset``) macros, one macro per
+    value of its enumeration: ``VA__OPCODE__OP__GATHER``. PeakRDL-cheader 1.1 writes
+    none (its enum support is an open pull request)."""
+    block = model["block"].upper()
+    lines = body.splitlines(keepends=True)
+    for register in model["registers"]:
+        for field in register["fields"]:
+            if field["encode"] is None:
+                continue
+            prefix = f"{block}__{register['name']}__{field['name']}"
+            ends = [index for index, line in enumerate(lines)
+                    if line.startswith((f"#define {prefix}_bw ", f"#define {prefix}_reset "))]
+            if not ends:
+                raise RegmapError(f"{register['name']}.{field['name']}: no {prefix}_bw macro "
+                                  "in the PeakRDL-cheader output")
+            values = [f"// {prefix}: spec.codes.{field['encode']}\n"] + [
+                f"#define {prefix}__{member['name']} {member['value']:#x}\n"
+                for member in model["enums"][field["encode"]]]
+            lines[ends[-1] + 1:ends[-1] + 1] = values
+    return "".join(lines)
+
+
+_C_MEMBER = re.compile(r"^(\s+)(uint(?:8|16|32|64)_t (?!RESERVED_)\w+(?:\[\w+\])*;)$",
+                       re.MULTILINE)
+
+
+def _c_volatile(body):
+    """Every register member of the structs ``volatile``, so that a plain
+    ``ma_t *ma = (ma_t *)BASE;`` reads and writes the device on every access."""
+    return _C_MEMBER.sub(r"\1volatile \2", body)
 
 
 _HTML_STYLE = """\
@@ -391,9 +531,21 @@ def render_html(model):
                    "<th>Description</th></tr>\n")
         for field in register["fields"]:
             reset = "&mdash;" if field["reset"] is None else f"0x{field['reset']:X}"
+            values = ("" if field["encode"] is None else
+                      f" Values: <a href=\"#{esc(field['encode'])}\">{esc(field['encode'])}</a>.")
             out.append(f"<tr><td class=\"num\">{_bits(field)}</td><td>{esc(field['name'])}</td>"
                        f"<td>{field['access']}</td><td class=\"num\">{reset}</td>"
-                       f"<td>{esc(field['description'])}</td></tr>\n")
+                       f"<td>{esc(field['description'])}{values}</td></tr>\n")
+        out.append("</table>\n")
+    users = _encoded_fields(model)
+    for name, members in model["enums"].items():
+        out.append(f"<h2 id=\"{esc(name)}\">Enumeration {esc(name)}</h2>\n"
+                   f"<p>Values of {esc(', '.join(users[name]))} (spec/codes.py).</p>\n"
+                   "<table>\n<tr><th>Value</th><th>Identifier</th><th>Description</th></tr>\n")
+        for member in members:
+            out.append(f"<tr><td class=\"num\">{member['value']:#x}</td>"
+                       f"<td>{esc(member['name'])}</td>"
+                       f"<td>{esc(member['description'])}</td></tr>\n")
         out.append("</table>\n")
     out.append("</body>\n</html>\n")
     return "".join(out)
@@ -416,8 +568,12 @@ def render(block, fmt):
 
 
 def generated_files(selected=None):
-    """``{path relative to the repository root: text}`` of every committed generated file."""
-    files = {}
+    """``{path relative to the repository root: text}`` of every committed generated file
+    (:data:`CODES_RDL` too when no block is selected).
+
+    The blocks are compiled from the committed ``codes.rdl``: :func:`update` writes it
+    first."""
+    files = {} if selected is not None else {CODES_RDL: render_codes_rdl()}
     for block in (blocks() if selected is None else selected):
         top = compile_block(block)
         model = build_model(block, top)
@@ -443,12 +599,18 @@ def stale_files(files=None):
 
 def update(selected=None):
     """Rewrite the committed generated files; returns the paths that changed."""
+    codes = ROOT / CODES_RDL
+    changed = [CODES_RDL] if stale_files({CODES_RDL: render_codes_rdl()}) else []
+    if changed:
+        codes.write_text(render_codes_rdl(), encoding="utf-8", newline="\n")
     files = generated_files(selected)
-    changed = stale_files(files)
-    for path in changed:
+    files.pop(CODES_RDL, None)
+    stale = stale_files(files)
+    for path in stale:
         target = ROOT / path
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(files[path], encoding="utf-8", newline="\n")
+    return changed + stale
     return changed
 
 

@@ -109,3 +109,61 @@ def test_command_line(capsys):
     result = subprocess.run([sys.executable, "-m", "sim.regmap", "ma", "--c"],
                             cwd=generator.ROOT, capture_output=True, text=True, check=True)
     assert result.stdout == (generator.ROOT / "docs/ma/regmap.h").read_text(encoding="utf-8")
+
+
+def test_codes_rdl_is_up_to_date():
+    committed = (generator.ROOT / generator.CODES_RDL).read_text(encoding="utf-8")
+    fresh = generator.render_codes_rdl()
+    assert committed == fresh, (f"{generator.CODES_RDL} is stale: {FIX}\n"
+                                + _diff(committed, fresh, generator.CODES_RDL))
+    assert generator.generated_files()[generator.CODES_RDL] == fresh
+
+
+# The fields that hold a code of spec.codes, and the enumeration each one must name.
+ENCODED = {"ID.BLOCK": "BlockId", "ERROR.CODE": "ErrorCode"}
+BLOCK_ENCODED = {"ma": {"MODE.MODE": "MaMode"}, "va": {"OPCODE.OP": "VaOpcode"}}
+
+
+@pytest.mark.parametrize("block", generator.blocks())
+def test_fields_carry_the_codes(block):
+    """The encoded fields name their spec.codes class, the model's enumerations are that
+    class member for member, and the C header defines each value under the field."""
+    from spec import codes
+    model = generator.build_model(block)
+    encoded = {f"{register['name']}.{field['name']}": field["encode"]
+               for register in model["registers"] for field in register["fields"]
+               if field["encode"] is not None}
+    assert encoded == {**ENCODED, **BLOCK_ENCODED.get(block, {})}
+    assert set(model["enums"]) == set(encoded.values())
+    header = (generator.ROOT / f"{generator.docs_dir(block)}/regmap.h").read_text()
+    markdown = (generator.ROOT / f"{generator.docs_dir(block)}/regmap.md").read_text()
+    for name, members in model["enums"].items():
+        enum = getattr(codes, name)
+        assert [(member["name"], member["value"]) for member in members] \
+            == [(member.name, member.value) for member in enum]
+        assert f"### {name}" in markdown
+    for path, name in encoded.items():
+        register, field = path.split(".")
+        for member in getattr(codes, name):
+            assert f"#define {block.upper()}__{register}__{field}__{member.name} " \
+                   f"{member.value:#x}\n" in header
+
+
+def test_a_foreign_encoding_is_refused(tmp_path):
+    with pytest.raises(generator.RegmapError, match="not an enumeration of spec.codes"):
+        _model_of(tmp_path, 'enum Colour { RED = 0; }; addrmap t { reg { desc = "r"; '
+                            'field { sw = rw; hw = r; desc = "f"; encode = Colour; } '
+                            'F[1:0] = 0; } R @ 0; };')
+    with pytest.raises(generator.RegmapError, match="does not fit in 2 bits"):
+        _model_of(tmp_path, 'enum ErrorCode { NONE = 0; AXI_WRITE_ERROR = 3; }; addrmap t '
+                            '{ reg { desc = "r"; field { sw = rw; hw = r; desc = "f"; '
+                            'encode = ErrorCode; } F[1:0] = 0; } R @ 0; };')
+
+
+@pytest.mark.parametrize("block", generator.blocks())
+def test_c_registers_are_volatile(block):
+    header = (generator.ROOT / f"{generator.docs_dir(block)}/regmap.h").read_text()
+    members = [line.strip() for line in header.splitlines()
+               if line.startswith("    ") and line.rstrip().endswith(";")
+               and "RESERVED_" not in line and "uint" in line]
+    assert members and all(line.startswith("volatile uint32_t ") for line in members), members

@@ -18,6 +18,13 @@ extern "C" {
 #define MA__ID__BLOCK_bm 0xffff0000
 #define MA__ID__BLOCK_bp 16
 #define MA__ID__BLOCK_bw 16
+// MA__ID__BLOCK: spec.codes.BlockId
+#define MA__ID__BLOCK__MA 0x4d41
+#define MA__ID__BLOCK__VA 0x5641
+#define MA__ID__BLOCK__MC 0x4d43
+#define MA__ID__BLOCK__MUON 0x4d55
+#define MA__ID__BLOCK__TILE 0x5449
+#define MA__ID__BLOCK__MIGRATE 0x434d
 
 // reg - ma.CAPS
 #define MA__CAPS__VALUE_bm 0xffffffff
@@ -42,6 +49,14 @@ extern "C" {
 #define MA__ERROR__CODE_bm 0xff
 #define MA__ERROR__CODE_bp 0
 #define MA__ERROR__CODE_bw 8
+// MA__ERROR__CODE: spec.codes.ErrorCode
+#define MA__ERROR__CODE__NONE 0x0
+#define MA__ERROR__CODE__BAD_COMMAND 0x1
+#define MA__ERROR__CODE__MISALIGNED 0x2
+#define MA__ERROR__CODE__TAT_MISS 0x3
+#define MA__ERROR__CODE__BAD_TAT 0x4
+#define MA__ERROR__CODE__AXI_READ_ERROR 0x5
+#define MA__ERROR__CODE__AXI_WRITE_ERROR 0x6
 
 // reg - ma.ERR_ADDR
 #define MA__ERR_ADDR__ADDR_bm 0xffffffff
@@ -73,6 +88,9 @@ extern "C" {
 #define MA__MODE__MODE_bp 0
 #define MA__MODE__MODE_bw 2
 #define MA__MODE__MODE_reset 0x0
+// MA__MODE__MODE: spec.codes.MaMode
+#define MA__MODE__MODE__INT8 0x0
+#define MA__MODE__MODE__BF16 0x1
 #define MA__MODE__ACCUMULATE_bm 0x10
 #define MA__MODE__ACCUMULATE_bp 4
 #define MA__MODE__ACCUMULATE_bw 1
@@ -152,9 +170,9 @@ extern "C" {
 
 // regfile - ma.TAT[]
 typedef struct __attribute__ ((__packed__)) {
-    uint32_t LOGIC;
-    uint32_t PHYS_LO;
-    uint32_t PHYS_HI;
+    volatile uint32_t LOGIC;
+    volatile uint32_t PHYS_LO;
+    volatile uint32_t PHYS_HI;
     uint8_t RESERVED_c_f[0x4];
 } ma__TATx__stride10_t;
 
@@ -194,33 +212,33 @@ typedef struct __attribute__ ((__packed__)) {
 
 // addrmap - ma
 typedef struct __attribute__ ((__packed__)) {
-    uint32_t ID;
-    uint32_t CAPS;
-    uint32_t STATUS;
-    uint32_t ERROR;
-    uint32_t ERR_ADDR;
-    uint32_t IRQ_ENABLE;
-    uint32_t IRQ_STATUS;
+    volatile uint32_t ID;
+    volatile uint32_t CAPS;
+    volatile uint32_t STATUS;
+    volatile uint32_t ERROR;
+    volatile uint32_t ERR_ADDR;
+    volatile uint32_t IRQ_ENABLE;
+    volatile uint32_t IRQ_STATUS;
     uint8_t RESERVED_1c_1f[0x4];
-    uint32_t MODE;
-    uint32_t A_ADDR;
-    uint32_t B_ADDR;
-    uint32_t C_ADDR;
-    uint32_t LDA;
-    uint32_t LDB;
-    uint32_t LDC;
+    volatile uint32_t MODE;
+    volatile uint32_t A_ADDR;
+    volatile uint32_t B_ADDR;
+    volatile uint32_t C_ADDR;
+    volatile uint32_t LDA;
+    volatile uint32_t LDB;
+    volatile uint32_t LDC;
     uint8_t RESERVED_3c_3f[0x4];
-    uint32_t TIME_LO;
-    uint32_t TIME_HI;
+    volatile uint32_t TIME_LO;
+    volatile uint32_t TIME_HI;
     uint8_t RESERVED_48_fff[0xfb8];
     ma__TATx__stride10_t TAT[4];
     uint8_t RESERVED_1040_1fff[0xfc0];
-    uint32_t M;
-    uint32_t K;
-    uint32_t N;
-    uint32_t START;
-    uint32_t CTR_LO;
-    uint32_t CTR_HI;
+    volatile uint32_t M;
+    volatile uint32_t K;
+    volatile uint32_t N;
+    volatile uint32_t START;
+    volatile uint32_t CTR_LO;
+    volatile uint32_t CTR_HI;
 } ma_t;
 
 

@@ -18,6 +18,13 @@ extern "C" {
 #define MC__ID__BLOCK_bm 0xffff0000
 #define MC__ID__BLOCK_bp 16
 #define MC__ID__BLOCK_bw 16
+// MC__ID__BLOCK: spec.codes.BlockId
+#define MC__ID__BLOCK__MA 0x4d41
+#define MC__ID__BLOCK__VA 0x5641
+#define MC__ID__BLOCK__MC 0x4d43
+#define MC__ID__BLOCK__MUON 0x4d55
+#define MC__ID__BLOCK__TILE 0x5449
+#define MC__ID__BLOCK__MIGRATE 0x434d
 
 // reg - mc.CAPS
 #define MC__CAPS__VALUE_bm 0xffffffff
@@ -42,6 +49,14 @@ extern "C" {
 #define MC__ERROR__CODE_bm 0xff
 #define MC__ERROR__CODE_bp 0
 #define MC__ERROR__CODE_bw 8
+// MC__ERROR__CODE: spec.codes.ErrorCode
+#define MC__ERROR__CODE__NONE 0x0
+#define MC__ERROR__CODE__BAD_COMMAND 0x1
+#define MC__ERROR__CODE__MISALIGNED 0x2
+#define MC__ERROR__CODE__TAT_MISS 0x3
+#define MC__ERROR__CODE__BAD_TAT 0x4
+#define MC__ERROR__CODE__AXI_READ_ERROR 0x5
+#define MC__ERROR__CODE__AXI_WRITE_ERROR 0x6
 
 // reg - mc.ERR_ADDR
 #define MC__ERR_ADDR__ADDR_bm 0xffffffff
@@ -141,29 +156,29 @@ extern "C" {
 
 // addrmap - mc
 typedef struct __attribute__ ((__packed__)) {
-    uint32_t ID;
-    uint32_t CAPS;
-    uint32_t STATUS;
-    uint32_t ERROR;
-    uint32_t ERR_ADDR;
-    uint32_t IRQ_ENABLE;
-    uint32_t IRQ_STATUS;
+    volatile uint32_t ID;
+    volatile uint32_t CAPS;
+    volatile uint32_t STATUS;
+    volatile uint32_t ERROR;
+    volatile uint32_t ERR_ADDR;
+    volatile uint32_t IRQ_ENABLE;
+    volatile uint32_t IRQ_STATUS;
     uint8_t RESERVED_1c_1f[0x4];
-    uint32_t WINDOW;
-    uint32_t CLEAR;
-    uint32_t ATP_STATUS;
+    volatile uint32_t WINDOW;
+    volatile uint32_t CLEAR;
+    volatile uint32_t ATP_STATUS;
     uint8_t RESERVED_2c_3f[0x14];
-    uint32_t TIME_LO;
-    uint32_t TIME_HI;
+    volatile uint32_t TIME_LO;
+    volatile uint32_t TIME_HI;
     uint8_t RESERVED_48_ff[0xb8];
-    uint32_t READS;
-    uint32_t WRITES;
-    uint32_t ERRORS;
-    uint32_t AXI_READS;
-    uint32_t HITS;
-    uint32_t MISSES;
-    uint32_t PREFETCHES;
-    uint32_t EVICTED_UNUSED;
+    volatile uint32_t READS;
+    volatile uint32_t WRITES;
+    volatile uint32_t ERRORS;
+    volatile uint32_t AXI_READS;
+    volatile uint32_t HITS;
+    volatile uint32_t MISSES;
+    volatile uint32_t PREFETCHES;
+    volatile uint32_t EVICTED_UNUSED;
 } mc_t;
 
 

@@ -18,6 +18,13 @@ extern "C" {
 #define MUON__ID__BLOCK_bm 0xffff0000
 #define MUON__ID__BLOCK_bp 16
 #define MUON__ID__BLOCK_bw 16
+// MUON__ID__BLOCK: spec.codes.BlockId
+#define MUON__ID__BLOCK__MA 0x4d41
+#define MUON__ID__BLOCK__VA 0x5641
+#define MUON__ID__BLOCK__MC 0x4d43
+#define MUON__ID__BLOCK__MUON 0x4d55
+#define MUON__ID__BLOCK__TILE 0x5449
+#define MUON__ID__BLOCK__MIGRATE 0x434d
 
 // reg - muon.CAPS
 #define MUON__CAPS__VALUE_bm 0xffffffff
@@ -42,6 +49,14 @@ extern "C" {
 #define MUON__ERROR__CODE_bm 0xff
 #define MUON__ERROR__CODE_bp 0
 #define MUON__ERROR__CODE_bw 8
+// MUON__ERROR__CODE: spec.codes.ErrorCode
+#define MUON__ERROR__CODE__NONE 0x0
+#define MUON__ERROR__CODE__BAD_COMMAND 0x1
+#define MUON__ERROR__CODE__MISALIGNED 0x2
+#define MUON__ERROR__CODE__TAT_MISS 0x3
+#define MUON__ERROR__CODE__BAD_TAT 0x4
+#define MUON__ERROR__CODE__AXI_READ_ERROR 0x5
+#define MUON__ERROR__CODE__AXI_WRITE_ERROR 0x6
 
 // reg - muon.ERR_ADDR
 #define MUON__ERR_ADDR__ADDR_bm 0xffffffff
@@ -192,37 +207,37 @@ extern "C" {
 
 // addrmap - muon
 typedef struct __attribute__ ((__packed__)) {
-    uint32_t ID;
-    uint32_t CAPS;
-    uint32_t STATUS;
-    uint32_t ERROR;
-    uint32_t ERR_ADDR;
-    uint32_t IRQ_ENABLE;
-    uint32_t IRQ_STATUS;
+    volatile uint32_t ID;
+    volatile uint32_t CAPS;
+    volatile uint32_t STATUS;
+    volatile uint32_t ERROR;
+    volatile uint32_t ERR_ADDR;
+    volatile uint32_t IRQ_ENABLE;
+    volatile uint32_t IRQ_STATUS;
     uint8_t RESERVED_1c_1f[0x4];
-    uint32_t MAX_AGE;
-    uint32_t RSV_LEAD;
+    volatile uint32_t MAX_AGE;
+    volatile uint32_t RSV_LEAD;
     uint8_t RESERVED_28_3f[0x18];
-    uint32_t TIME_LO;
-    uint32_t TIME_HI;
+    volatile uint32_t TIME_LO;
+    volatile uint32_t TIME_HI;
     uint8_t RESERVED_48_ff[0xb8];
-    uint32_t DROPPED[8];
-    uint32_t BAD_DST;
+    volatile uint32_t DROPPED[8];
+    volatile uint32_t BAD_DST;
     uint8_t RESERVED_124_1ff[0xdc];
-    uint32_t RSV_SRC;
-    uint32_t RSV_DST;
-    uint32_t RSV_START_LO;
-    uint32_t RSV_START_HI;
-    uint32_t RSV_DURATION;
-    uint32_t RSV_BANDWIDTH;
-    uint32_t REQUEST;
-    uint32_t RSV_RESULT;
-    uint32_t RSV_RETRY_LO;
-    uint32_t RSV_RETRY_HI;
-    uint32_t RSV_REQ_CYCLE_LO;
-    uint32_t RSV_REQ_CYCLE_HI;
-    uint32_t RSV_GRANT_CYCLE_LO;
-    uint32_t RSV_GRANT_CYCLE_HI;
+    volatile uint32_t RSV_SRC;
+    volatile uint32_t RSV_DST;
+    volatile uint32_t RSV_START_LO;
+    volatile uint32_t RSV_START_HI;
+    volatile uint32_t RSV_DURATION;
+    volatile uint32_t RSV_BANDWIDTH;
+    volatile uint32_t REQUEST;
+    volatile uint32_t RSV_RESULT;
+    volatile uint32_t RSV_RETRY_LO;
+    volatile uint32_t RSV_RETRY_HI;
+    volatile uint32_t RSV_REQ_CYCLE_LO;
+    volatile uint32_t RSV_REQ_CYCLE_HI;
+    volatile uint32_t RSV_GRANT_CYCLE_LO;
+    volatile uint32_t RSV_GRANT_CYCLE_HI;
 } muon_t;
 
 

@@ -18,6 +18,13 @@ extern "C" {
 #define VA__ID__BLOCK_bm 0xffff0000
 #define VA__ID__BLOCK_bp 16
 #define VA__ID__BLOCK_bw 16
+// VA__ID__BLOCK: spec.codes.BlockId
+#define VA__ID__BLOCK__MA 0x4d41
+#define VA__ID__BLOCK__VA 0x5641
+#define VA__ID__BLOCK__MC 0x4d43
+#define VA__ID__BLOCK__MUON 0x4d55
+#define VA__ID__BLOCK__TILE 0x5449
+#define VA__ID__BLOCK__MIGRATE 0x434d
 
 // reg - va.CAPS
 #define VA__CAPS__VALUE_bm 0xffffffff
@@ -42,6 +49,14 @@ extern "C" {
 #define VA__ERROR__CODE_bm 0xff
 #define VA__ERROR__CODE_bp 0
 #define VA__ERROR__CODE_bw 8
+// VA__ERROR__CODE: spec.codes.ErrorCode
+#define VA__ERROR__CODE__NONE 0x0
+#define VA__ERROR__CODE__BAD_COMMAND 0x1
+#define VA__ERROR__CODE__MISALIGNED 0x2
+#define VA__ERROR__CODE__TAT_MISS 0x3
+#define VA__ERROR__CODE__BAD_TAT 0x4
+#define VA__ERROR__CODE__AXI_READ_ERROR 0x5
+#define VA__ERROR__CODE__AXI_WRITE_ERROR 0x6
 
 // reg - va.ERR_ADDR
 #define VA__ERR_ADDR__ADDR_bm 0xffffffff
@@ -73,6 +88,34 @@ extern "C" {
 #define VA__OPCODE__OP_bp 0
 #define VA__OPCODE__OP_bw 8
 #define VA__OPCODE__OP_reset 0x0
+// VA__OPCODE__OP: spec.codes.VaOpcode
+#define VA__OPCODE__OP__GATHER 0x1
+#define VA__OPCODE__OP__SCATTER 0x2
+#define VA__OPCODE__OP__GATHER_IDX 0x3
+#define VA__OPCODE__OP__SCATTER_IDX 0x4
+#define VA__OPCODE__OP__GATHER_CSR 0x5
+#define VA__OPCODE__OP__QUANTIZE 0x6
+#define VA__OPCODE__OP__DEQUANTIZE 0x7
+#define VA__OPCODE__OP__ADD 0x8
+#define VA__OPCODE__OP__MUL 0x9
+#define VA__OPCODE__OP__SCALE 0xa
+#define VA__OPCODE__OP__SILU 0xb
+#define VA__OPCODE__OP__EXP 0xc
+#define VA__OPCODE__OP__RMSNORM 0xd
+#define VA__OPCODE__OP__ROPE 0xe
+#define VA__OPCODE__OP__SOFTMAX 0xf
+#define VA__OPCODE__OP__SUM 0x10
+#define VA__OPCODE__OP__MAX 0x11
+#define VA__OPCODE__OP__TOPK 0x12
+#define VA__OPCODE__OP__CLAMP 0x13
+#define VA__OPCODE__OP__SOFTPLUS 0x14
+#define VA__OPCODE__OP__SQRT 0x15
+#define VA__OPCODE__OP__RECIP 0x16
+#define VA__OPCODE__OP__CVT_F32 0x17
+#define VA__OPCODE__OP__MUL_MEM 0x18
+#define VA__OPCODE__OP__ADD_MEM 0x19
+#define VA__OPCODE__OP__DEQUANTIZE_MEM 0x1a
+#define VA__OPCODE__OP__TOPK_WIDE 0x1b
 #define VA__OPCODE__ESIZE_bm 0x300
 #define VA__OPCODE__ESIZE_bp 8
 #define VA__OPCODE__ESIZE_bw 2
@@ -212,38 +255,38 @@ extern "C" {
 
 // addrmap - va
 typedef struct __attribute__ ((__packed__)) {
-    uint32_t ID;
-    uint32_t CAPS;
-    uint32_t STATUS;
-    uint32_t ERROR;
-    uint32_t ERR_ADDR;
-    uint32_t IRQ_ENABLE;
-    uint32_t IRQ_STATUS;
+    volatile uint32_t ID;
+    volatile uint32_t CAPS;
+    volatile uint32_t STATUS;
+    volatile uint32_t ERROR;
+    volatile uint32_t ERR_ADDR;
+    volatile uint32_t IRQ_ENABLE;
+    volatile uint32_t IRQ_STATUS;
     uint8_t RESERVED_1c_1f[0x4];
-    uint32_t OPCODE;
-    uint32_t LENGTH;
-    uint32_t SRC_LO;
-    uint32_t SRC_HI;
-    uint32_t SRC2_LO;
-    uint32_t SRC2_HI;
-    uint32_t SRC3_LO;
-    uint32_t SRC3_HI;
-    uint32_t TIME_LO;
-    uint32_t TIME_HI;
-    uint32_t DST_LO;
-    uint32_t DST_HI;
-    uint32_t DST2_LO;
-    uint32_t DST2_HI;
-    uint32_t STRIDE;
-    uint32_t SCALAR;
-    uint32_t K;
-    uint32_t INDEX_LIMIT;
-    uint32_t ROWS;
-    uint32_t ROW_STRIDE;
+    volatile uint32_t OPCODE;
+    volatile uint32_t LENGTH;
+    volatile uint32_t SRC_LO;
+    volatile uint32_t SRC_HI;
+    volatile uint32_t SRC2_LO;
+    volatile uint32_t SRC2_HI;
+    volatile uint32_t SRC3_LO;
+    volatile uint32_t SRC3_HI;
+    volatile uint32_t TIME_LO;
+    volatile uint32_t TIME_HI;
+    volatile uint32_t DST_LO;
+    volatile uint32_t DST_HI;
+    volatile uint32_t DST2_LO;
+    volatile uint32_t DST2_HI;
+    volatile uint32_t STRIDE;
+    volatile uint32_t SCALAR;
+    volatile uint32_t K;
+    volatile uint32_t INDEX_LIMIT;
+    volatile uint32_t ROWS;
+    volatile uint32_t ROW_STRIDE;
     uint8_t RESERVED_70_200b[0x1f9c];
-    uint32_t START;
-    uint32_t CTR_LO;
-    uint32_t CTR_HI;
+    volatile uint32_t START;
+    volatile uint32_t CTR_LO;
+    volatile uint32_t CTR_HI;
 } va_t;
 
 

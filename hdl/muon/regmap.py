@@ -8,11 +8,14 @@ REGISTERS lists the registers in offset order, each a dict with the keys
   access       the fields' access codes, '/'-joined when they differ
   read_strobe  the register block strobes the core when software reads it
   description  text
-  fields       tuple of dicts: name, lsb, width, access, reset, description
+  fields       tuple of dicts: name, lsb, width, access, reset, encode,
+               description; encode names the field's enumeration in ENUMS or is None
 Field access codes: RW storage the core reads; RO driven by the core; RC driven
 by the core, cleared by the core on the read strobe; W1C set by the core,
 cleared by writing 1; WO a one-cycle pulse per written 1, reads as 0.
 reset is None where the core drives the value.
+ENUMS maps the name of each enumeration the fields use (a class of spec.codes) to
+its members, a tuple of dicts: name, value, description.
 """
 
 BLOCK = "muon"
@@ -28,9 +31,9 @@ REGISTERS = (
         "read_strobe": False,
         "description": "Which block answers and its version; constant for a given build.",
         "fields": (
-            {"name": "VERSION", "lsb": 0, "width": 16, "access": "RO", "reset": None,
+            {"name": "VERSION", "lsb": 0, "width": 16, "access": "RO", "reset": None, "encode": None,
              "description": "Version of the block's register interface."},
-            {"name": "BLOCK", "lsb": 16, "width": 16, "access": "RO", "reset": None,
+            {"name": "BLOCK", "lsb": 16, "width": 16, "access": "RO", "reset": None, "encode": "BlockId",
              "description": ("Block identifier, a value of spec.codes.BlockId (0x4D41 for "
                              "the MA).")},
         ),
@@ -43,7 +46,7 @@ REGISTERS = (
         "description": ("Build parameters of the block; the block's documentation gives the "
                         "layout."),
         "fields": (
-            {"name": "VALUE", "lsb": 0, "width": 32, "access": "RO", "reset": None,
+            {"name": "VALUE", "lsb": 0, "width": 32, "access": "RO", "reset": None, "encode": None,
              "description": "Block-specific parameter word."},
         ),
     },
@@ -56,13 +59,13 @@ REGISTERS = (
                         "START_DROPPED and sets BUSY before the START write's response is "
                         "returned."),
         "fields": (
-            {"name": "BUSY", "lsb": 0, "width": 1, "access": "RO", "reset": None,
+            {"name": "BUSY", "lsb": 0, "width": 1, "access": "RO", "reset": None, "encode": None,
              "description": "A command is running."},
-            {"name": "DONE", "lsb": 1, "width": 1, "access": "RO", "reset": None,
+            {"name": "DONE", "lsb": 1, "width": 1, "access": "RO", "reset": None, "encode": None,
              "description": "The last command completed successfully."},
-            {"name": "ERROR", "lsb": 2, "width": 1, "access": "RO", "reset": None,
+            {"name": "ERROR", "lsb": 2, "width": 1, "access": "RO", "reset": None, "encode": None,
              "description": "The last command stopped with an error; ERROR holds the code."},
-            {"name": "START_DROPPED", "lsb": 3, "width": 1, "access": "RO", "reset": None,
+            {"name": "START_DROPPED", "lsb": 3, "width": 1, "access": "RO", "reset": None, "encode": None,
              "description": ("A START arrived while BUSY and was ignored; cleared by the "
                              "next accepted START.")},
         ),
@@ -75,7 +78,7 @@ REGISTERS = (
         "description": ("Code of the error that stopped the last command; cleared by the "
                         "next accepted START."),
         "fields": (
-            {"name": "CODE", "lsb": 0, "width": 8, "access": "RO", "reset": None,
+            {"name": "CODE", "lsb": 0, "width": 8, "access": "RO", "reset": None, "encode": "ErrorCode",
              "description": ("A value of spec.codes.ErrorCode (0 NONE, 1 BAD_COMMAND, 2 "
                              "MISALIGNED, 3 TAT_MISS, 4 BAD_TAT, 5 AXI_READ_ERROR, 6 "
                              "AXI_WRITE_ERROR; blocks add codes from 16 up).")},
@@ -90,7 +93,7 @@ REGISTERS = (
                         "(TAT_MISS, AXI errors), or the offending address register's value "
                         "(MISALIGNED)."),
         "fields": (
-            {"name": "ADDR", "lsb": 0, "width": 32, "access": "RO", "reset": None,
+            {"name": "ADDR", "lsb": 0, "width": 32, "access": "RO", "reset": None, "encode": None,
              "description": "Byte address."},
         ),
     },
@@ -101,9 +104,9 @@ REGISTERS = (
         "read_strobe": False,
         "description": "interrupt = OR of (IRQ_STATUS & IRQ_ENABLE).",
         "fields": (
-            {"name": "DONE", "lsb": 0, "width": 1, "access": "RW", "reset": 0x0,
+            {"name": "DONE", "lsb": 0, "width": 1, "access": "RW", "reset": 0x0, "encode": None,
              "description": "Raise the interrupt when a command completes."},
-            {"name": "ERROR", "lsb": 1, "width": 1, "access": "RW", "reset": 0x0,
+            {"name": "ERROR", "lsb": 1, "width": 1, "access": "RW", "reset": 0x0, "encode": None,
              "description": "Raise the interrupt when a command stops with an error."},
         ),
     },
@@ -115,9 +118,9 @@ REGISTERS = (
         "description": ("Latched events, set by the core whatever IRQ_ENABLE says; writing 1 "
                         "to a bit clears it. A set in the same cycle as a clear wins."),
         "fields": (
-            {"name": "DONE", "lsb": 0, "width": 1, "access": "W1C", "reset": 0x0,
+            {"name": "DONE", "lsb": 0, "width": 1, "access": "W1C", "reset": 0x0, "encode": None,
              "description": "A command completed."},
-            {"name": "ERROR", "lsb": 1, "width": 1, "access": "W1C", "reset": 0x0,
+            {"name": "ERROR", "lsb": 1, "width": 1, "access": "W1C", "reset": 0x0, "encode": None,
              "description": "A command stopped with an error."},
         ),
     },
@@ -131,7 +134,7 @@ REGISTERS = (
                         "and counted in DROPPED_<class>. Packets of a granted reservation "
                         "are never dropped."),
         "fields": (
-            {"name": "CYCLES", "lsb": 0, "width": 32, "access": "RW", "reset": 0x64,
+            {"name": "CYCLES", "lsb": 0, "width": 32, "access": "RW", "reset": 0x64, "encode": None,
              "description": "Maximum age in cycles."},
         ),
     },
@@ -143,7 +146,7 @@ REGISTERS = (
         "description": ("A reservation can start no earlier than this many cycles after its "
                         "request (longer than the longest decision)."),
         "fields": (
-            {"name": "CYCLES", "lsb": 0, "width": 32, "access": "RO", "reset": None,
+            {"name": "CYCLES", "lsb": 0, "width": 32, "access": "RO", "reset": None, "encode": None,
              "description": "Cycles."},
         ),
     },
@@ -156,7 +159,7 @@ REGISTERS = (
                         "Reading it latches the high word into TIME_HI, so TIME_LO then "
                         "TIME_HI is a consistent 64-bit value."),
         "fields": (
-            {"name": "VALUE", "lsb": 0, "width": 32, "access": "RO", "reset": None,
+            {"name": "VALUE", "lsb": 0, "width": 32, "access": "RO", "reset": None, "encode": None,
              "description": "Timebase bits 31:0, in cycles."},
         ),
     },
@@ -167,7 +170,7 @@ REGISTERS = (
         "read_strobe": False,
         "description": "High word of the timebase as latched by the last TIME_LO read.",
         "fields": (
-            {"name": "VALUE", "lsb": 0, "width": 32, "access": "RO", "reset": None,
+            {"name": "VALUE", "lsb": 0, "width": 32, "access": "RO", "reset": None, "encode": None,
              "description": "Timebase bits 63:32, in cycles."},
         ),
     },
@@ -179,7 +182,7 @@ REGISTERS = (
         "description": ("TSP drops of packets of class <index> (spec.codes.TrafficClass: 7 "
                         "decode, 5 prefill, 3 cache-migrate)."),
         "fields": (
-            {"name": "COUNT", "lsb": 0, "width": 32, "access": "RO", "reset": None,
+            {"name": "COUNT", "lsb": 0, "width": 32, "access": "RO", "reset": None, "encode": None,
              "description": "Number of events since reset, wrapping at 2^32."},
         ),
     },
@@ -191,7 +194,7 @@ REGISTERS = (
         "description": ("TSP drops of packets of class <index> (spec.codes.TrafficClass: 7 "
                         "decode, 5 prefill, 3 cache-migrate)."),
         "fields": (
-            {"name": "COUNT", "lsb": 0, "width": 32, "access": "RO", "reset": None,
+            {"name": "COUNT", "lsb": 0, "width": 32, "access": "RO", "reset": None, "encode": None,
              "description": "Number of events since reset, wrapping at 2^32."},
         ),
     },
@@ -203,7 +206,7 @@ REGISTERS = (
         "description": ("TSP drops of packets of class <index> (spec.codes.TrafficClass: 7 "
                         "decode, 5 prefill, 3 cache-migrate)."),
         "fields": (
-            {"name": "COUNT", "lsb": 0, "width": 32, "access": "RO", "reset": None,
+            {"name": "COUNT", "lsb": 0, "width": 32, "access": "RO", "reset": None, "encode": None,
              "description": "Number of events since reset, wrapping at 2^32."},
         ),
     },
@@ -215,7 +218,7 @@ REGISTERS = (
         "description": ("TSP drops of packets of class <index> (spec.codes.TrafficClass: 7 "
                         "decode, 5 prefill, 3 cache-migrate)."),
         "fields": (
-            {"name": "COUNT", "lsb": 0, "width": 32, "access": "RO", "reset": None,
+            {"name": "COUNT", "lsb": 0, "width": 32, "access": "RO", "reset": None, "encode": None,
              "description": "Number of events since reset, wrapping at 2^32."},
         ),
     },
@@ -227,7 +230,7 @@ REGISTERS = (
         "description": ("TSP drops of packets of class <index> (spec.codes.TrafficClass: 7 "
                         "decode, 5 prefill, 3 cache-migrate)."),
         "fields": (
-            {"name": "COUNT", "lsb": 0, "width": 32, "access": "RO", "reset": None,
+            {"name": "COUNT", "lsb": 0, "width": 32, "access": "RO", "reset": None, "encode": None,
              "description": "Number of events since reset, wrapping at 2^32."},
         ),
     },
@@ -239,7 +242,7 @@ REGISTERS = (
         "description": ("TSP drops of packets of class <index> (spec.codes.TrafficClass: 7 "
                         "decode, 5 prefill, 3 cache-migrate)."),
         "fields": (
-            {"name": "COUNT", "lsb": 0, "width": 32, "access": "RO", "reset": None,
+            {"name": "COUNT", "lsb": 0, "width": 32, "access": "RO", "reset": None, "encode": None,
              "description": "Number of events since reset, wrapping at 2^32."},
         ),
     },
@@ -251,7 +254,7 @@ REGISTERS = (
         "description": ("TSP drops of packets of class <index> (spec.codes.TrafficClass: 7 "
                         "decode, 5 prefill, 3 cache-migrate)."),
         "fields": (
-            {"name": "COUNT", "lsb": 0, "width": 32, "access": "RO", "reset": None,
+            {"name": "COUNT", "lsb": 0, "width": 32, "access": "RO", "reset": None, "encode": None,
              "description": "Number of events since reset, wrapping at 2^32."},
         ),
     },
@@ -263,7 +266,7 @@ REGISTERS = (
         "description": ("TSP drops of packets of class <index> (spec.codes.TrafficClass: 7 "
                         "decode, 5 prefill, 3 cache-migrate)."),
         "fields": (
-            {"name": "COUNT", "lsb": 0, "width": 32, "access": "RO", "reset": None,
+            {"name": "COUNT", "lsb": 0, "width": 32, "access": "RO", "reset": None, "encode": None,
              "description": "Number of events since reset, wrapping at 2^32."},
         ),
     },
@@ -275,7 +278,7 @@ REGISTERS = (
         "description": ("Packets injected with a destination outside the mesh, discarded at "
                         "their source router."),
         "fields": (
-            {"name": "COUNT", "lsb": 0, "width": 32, "access": "RO", "reset": None,
+            {"name": "COUNT", "lsb": 0, "width": 32, "access": "RO", "reset": None, "encode": None,
              "description": "Number of events since reset, wrapping at 2^32."},
         ),
     },
@@ -286,9 +289,9 @@ REGISTERS = (
         "read_strobe": False,
         "description": "Source router of the requested reservation.",
         "fields": (
-            {"name": "X", "lsb": 0, "width": 4, "access": "RW", "reset": 0x0,
+            {"name": "X", "lsb": 0, "width": 4, "access": "RW", "reset": 0x0, "encode": None,
              "description": "Column, 0 at the west edge."},
-            {"name": "Y", "lsb": 4, "width": 4, "access": "RW", "reset": 0x0,
+            {"name": "Y", "lsb": 4, "width": 4, "access": "RW", "reset": 0x0, "encode": None,
              "description": "Row, 0 at the north edge."},
         ),
     },
@@ -299,9 +302,9 @@ REGISTERS = (
         "read_strobe": False,
         "description": "Destination router of the requested reservation.",
         "fields": (
-            {"name": "X", "lsb": 0, "width": 4, "access": "RW", "reset": 0x0,
+            {"name": "X", "lsb": 0, "width": 4, "access": "RW", "reset": 0x0, "encode": None,
              "description": "Column, 0 at the west edge."},
-            {"name": "Y", "lsb": 4, "width": 4, "access": "RW", "reset": 0x0,
+            {"name": "Y", "lsb": 4, "width": 4, "access": "RW", "reset": 0x0, "encode": None,
              "description": "Row, 0 at the north edge."},
         ),
     },
@@ -312,7 +315,7 @@ REGISTERS = (
         "read_strobe": False,
         "description": "First cycle the flow injects, bits 31:0 (timebase).",
         "fields": (
-            {"name": "VALUE", "lsb": 0, "width": 32, "access": "RW", "reset": 0x0,
+            {"name": "VALUE", "lsb": 0, "width": 32, "access": "RW", "reset": 0x0, "encode": None,
              "description": "Value bits, in cycles."},
         ),
     },
@@ -323,7 +326,7 @@ REGISTERS = (
         "read_strobe": False,
         "description": "First cycle the flow injects, bits 63:32.",
         "fields": (
-            {"name": "VALUE", "lsb": 0, "width": 32, "access": "RW", "reset": 0x0,
+            {"name": "VALUE", "lsb": 0, "width": 32, "access": "RW", "reset": 0x0, "encode": None,
              "description": "Value bits, in cycles."},
         ),
     },
@@ -334,7 +337,7 @@ REGISTERS = (
         "read_strobe": False,
         "description": "Length of the window on each link, in cycles, 1..65535.",
         "fields": (
-            {"name": "CYCLES", "lsb": 0, "width": 16, "access": "RW", "reset": 0x0,
+            {"name": "CYCLES", "lsb": 0, "width": 16, "access": "RW", "reset": 0x0, "encode": None,
              "description": "Cycles; 0 is refused with ERROR = BAD_COMMAND."},
         ),
     },
@@ -346,7 +349,7 @@ REGISTERS = (
         "description": ("Flits the flow sends in its window (the window holds the links "
                         "alone, so at most one flit per cycle)."),
         "fields": (
-            {"name": "FLITS", "lsb": 0, "width": 16, "access": "RW", "reset": 0x0,
+            {"name": "FLITS", "lsb": 0, "width": 16, "access": "RW", "reset": 0x0, "encode": None,
              "description": ("Flits, 1..RSV_DURATION; other values are refused with ERROR = "
                              "BAD_COMMAND.")},
         ),
@@ -359,7 +362,7 @@ REGISTERS = (
         "description": ("Writing 1 submits the reservation described by RSV_*. Ignored while "
                         "BUSY."),
         "fields": (
-            {"name": "REQUEST", "lsb": 0, "width": 1, "access": "WO", "reset": 0x0,
+            {"name": "REQUEST", "lsb": 0, "width": 1, "access": "WO", "reset": 0x0, "encode": None,
              "description": "Write 1 to request."},
         ),
     },
@@ -370,12 +373,12 @@ REGISTERS = (
         "read_strobe": False,
         "description": "Answer to the last request (valid when STATUS.DONE).",
         "fields": (
-            {"name": "GRANTED", "lsb": 0, "width": 1, "access": "RO", "reset": None,
+            {"name": "GRANTED", "lsb": 0, "width": 1, "access": "RO", "reset": None, "encode": None,
              "description": "1: granted with ID."},
-            {"name": "FULL", "lsb": 1, "width": 1, "access": "RO", "reset": None,
+            {"name": "FULL", "lsb": 1, "width": 1, "access": "RO", "reset": None, "encode": None,
              "description": ("1: refused because every slot was taken; RSV_RETRY is the "
                              "cycle the first slot frees.")},
-            {"name": "ID", "lsb": 8, "width": 8, "access": "RO", "reset": None,
+            {"name": "ID", "lsb": 8, "width": 8, "access": "RO", "reset": None, "encode": None,
              "description": ("Reservation id (slot in the low bits, a generation count "
                              "above).")},
         ),
@@ -388,7 +391,7 @@ REGISTERS = (
         "description": ("retry_after_cycle, bits 31:0: the earliest start at which every "
                         "shifted window is free (0 when granted)."),
         "fields": (
-            {"name": "VALUE", "lsb": 0, "width": 32, "access": "RO", "reset": None,
+            {"name": "VALUE", "lsb": 0, "width": 32, "access": "RO", "reset": None, "encode": None,
              "description": "Value bits, in cycles."},
         ),
     },
@@ -399,7 +402,7 @@ REGISTERS = (
         "read_strobe": False,
         "description": "retry_after_cycle, bits 63:32.",
         "fields": (
-            {"name": "VALUE", "lsb": 0, "width": 32, "access": "RO", "reset": None,
+            {"name": "VALUE", "lsb": 0, "width": 32, "access": "RO", "reset": None, "encode": None,
              "description": "Value bits, in cycles."},
         ),
     },
@@ -410,7 +413,7 @@ REGISTERS = (
         "read_strobe": False,
         "description": "rbr_req_cycle, bits 31:0: timebase when the last request was taken.",
         "fields": (
-            {"name": "VALUE", "lsb": 0, "width": 32, "access": "RO", "reset": None,
+            {"name": "VALUE", "lsb": 0, "width": 32, "access": "RO", "reset": None, "encode": None,
              "description": "Value bits, in cycles."},
         ),
     },
@@ -421,7 +424,7 @@ REGISTERS = (
         "read_strobe": False,
         "description": "rbr_req_cycle, bits 63:32.",
         "fields": (
-            {"name": "VALUE", "lsb": 0, "width": 32, "access": "RO", "reset": None,
+            {"name": "VALUE", "lsb": 0, "width": 32, "access": "RO", "reset": None, "encode": None,
              "description": "Value bits, in cycles."},
         ),
     },
@@ -433,7 +436,7 @@ REGISTERS = (
         "description": ("rbr_grant_cycle, bits 31:0: timebase when the last answer was given "
                         "(grant or retry)."),
         "fields": (
-            {"name": "VALUE", "lsb": 0, "width": 32, "access": "RO", "reset": None,
+            {"name": "VALUE", "lsb": 0, "width": 32, "access": "RO", "reset": None, "encode": None,
              "description": "Value bits, in cycles."},
         ),
     },
@@ -444,8 +447,36 @@ REGISTERS = (
         "read_strobe": False,
         "description": "rbr_grant_cycle, bits 63:32.",
         "fields": (
-            {"name": "VALUE", "lsb": 0, "width": 32, "access": "RO", "reset": None,
+            {"name": "VALUE", "lsb": 0, "width": 32, "access": "RO", "reset": None, "encode": None,
              "description": "Value bits, in cycles."},
         ),
     },
 )
+
+ENUMS = {
+    "ErrorCode": (
+        {"name": "NONE", "value": 0x0, "description": ""},
+        {"name": "BAD_COMMAND", "value": 0x1, "description":
+         "shape, length, opcode or field out of range"},
+        {"name": "MISALIGNED", "value": 0x2, "description":
+         "an address or stride not a multiple of its element size"},
+        {"name": "TAT_MISS", "value": 0x3, "description":
+         "an access that no valid TAT entry covers"},
+        {"name": "BAD_TAT", "value": 0x4, "description":
+         "a valid entry whose base is not aligned to its region, or SIZE > 19"},
+        {"name": "AXI_READ_ERROR", "value": 0x5, "description":
+         "SLVERR / DECERR on a read"},
+        {"name": "AXI_WRITE_ERROR", "value": 0x6, "description":
+         "SLVERR / DECERR on a write"},
+    ),
+    "BlockId": (
+        {"name": "MA", "value": 0x4d41, "description": "\"MA\""},
+        {"name": "VA", "value": 0x5641, "description": "\"VA\""},
+        {"name": "MC", "value": 0x4d43, "description": "\"MC\""},
+        {"name": "MUON", "value": 0x4d55, "description": "\"MU\""},
+        {"name": "TILE", "value": 0x5449, "description":
+         "\"TI\": the integrated tile's own registers"},
+        {"name": "MIGRATE", "value": 0x434d, "description":
+         "\"CM\": the tile's cache-migrate engine"},
+    ),
+}

@@ -8,11 +8,14 @@ REGISTERS lists the registers in offset order, each a dict with the keys
   access       the fields' access codes, '/'-joined when they differ
   read_strobe  the register block strobes the core when software reads it
   description  text
-  fields       tuple of dicts: name, lsb, width, access, reset, description
+  fields       tuple of dicts: name, lsb, width, access, reset, encode,
+               description; encode names the field's enumeration in ENUMS or is None
 Field access codes: RW storage the core reads; RO driven by the core; RC driven
 by the core, cleared by the core on the read strobe; W1C set by the core,
 cleared by writing 1; WO a one-cycle pulse per written 1, reads as 0.
 reset is None where the core drives the value.
+ENUMS maps the name of each enumeration the fields use (a class of spec.codes) to
+its members, a tuple of dicts: name, value, description.
 """
 
 BLOCK = "migrate"
@@ -28,9 +31,9 @@ REGISTERS = (
         "read_strobe": False,
         "description": "Which block answers and its version; constant for a given build.",
         "fields": (
-            {"name": "VERSION", "lsb": 0, "width": 16, "access": "RO", "reset": None,
+            {"name": "VERSION", "lsb": 0, "width": 16, "access": "RO", "reset": None, "encode": None,
              "description": "Version of the block's register interface."},
-            {"name": "BLOCK", "lsb": 16, "width": 16, "access": "RO", "reset": None,
+            {"name": "BLOCK", "lsb": 16, "width": 16, "access": "RO", "reset": None, "encode": "BlockId",
              "description": ("Block identifier, a value of spec.codes.BlockId (0x4D41 for "
                              "the MA).")},
         ),
@@ -43,7 +46,7 @@ REGISTERS = (
         "description": ("Build parameters of the block; the block's documentation gives the "
                         "layout."),
         "fields": (
-            {"name": "VALUE", "lsb": 0, "width": 32, "access": "RO", "reset": None,
+            {"name": "VALUE", "lsb": 0, "width": 32, "access": "RO", "reset": None, "encode": None,
              "description": "Block-specific parameter word."},
         ),
     },
@@ -56,13 +59,13 @@ REGISTERS = (
                         "START_DROPPED and sets BUSY before the START write's response is "
                         "returned."),
         "fields": (
-            {"name": "BUSY", "lsb": 0, "width": 1, "access": "RO", "reset": None,
+            {"name": "BUSY", "lsb": 0, "width": 1, "access": "RO", "reset": None, "encode": None,
              "description": "A command is running."},
-            {"name": "DONE", "lsb": 1, "width": 1, "access": "RO", "reset": None,
+            {"name": "DONE", "lsb": 1, "width": 1, "access": "RO", "reset": None, "encode": None,
              "description": "The last command completed successfully."},
-            {"name": "ERROR", "lsb": 2, "width": 1, "access": "RO", "reset": None,
+            {"name": "ERROR", "lsb": 2, "width": 1, "access": "RO", "reset": None, "encode": None,
              "description": "The last command stopped with an error; ERROR holds the code."},
-            {"name": "START_DROPPED", "lsb": 3, "width": 1, "access": "RO", "reset": None,
+            {"name": "START_DROPPED", "lsb": 3, "width": 1, "access": "RO", "reset": None, "encode": None,
              "description": ("A START arrived while BUSY and was ignored; cleared by the "
                              "next accepted START.")},
         ),
@@ -75,7 +78,7 @@ REGISTERS = (
         "description": ("Code of the error that stopped the last command; cleared by the "
                         "next accepted START."),
         "fields": (
-            {"name": "CODE", "lsb": 0, "width": 8, "access": "RO", "reset": None,
+            {"name": "CODE", "lsb": 0, "width": 8, "access": "RO", "reset": None, "encode": "ErrorCode",
              "description": ("A value of spec.codes.ErrorCode (0 NONE, 1 BAD_COMMAND, 2 "
                              "MISALIGNED, 3 TAT_MISS, 4 BAD_TAT, 5 AXI_READ_ERROR, 6 "
                              "AXI_WRITE_ERROR; blocks add codes from 16 up).")},
@@ -90,7 +93,7 @@ REGISTERS = (
                         "(TAT_MISS, AXI errors), or the offending address register's value "
                         "(MISALIGNED)."),
         "fields": (
-            {"name": "ADDR", "lsb": 0, "width": 32, "access": "RO", "reset": None,
+            {"name": "ADDR", "lsb": 0, "width": 32, "access": "RO", "reset": None, "encode": None,
              "description": "Byte address."},
         ),
     },
@@ -101,9 +104,9 @@ REGISTERS = (
         "read_strobe": False,
         "description": "interrupt = OR of (IRQ_STATUS & IRQ_ENABLE).",
         "fields": (
-            {"name": "DONE", "lsb": 0, "width": 1, "access": "RW", "reset": 0x0,
+            {"name": "DONE", "lsb": 0, "width": 1, "access": "RW", "reset": 0x0, "encode": None,
              "description": "Raise the interrupt when a command completes."},
-            {"name": "ERROR", "lsb": 1, "width": 1, "access": "RW", "reset": 0x0,
+            {"name": "ERROR", "lsb": 1, "width": 1, "access": "RW", "reset": 0x0, "encode": None,
              "description": "Raise the interrupt when a command stops with an error."},
         ),
     },
@@ -115,9 +118,9 @@ REGISTERS = (
         "description": ("Latched events, set by the core whatever IRQ_ENABLE says; writing 1 "
                         "to a bit clears it. A set in the same cycle as a clear wins."),
         "fields": (
-            {"name": "DONE", "lsb": 0, "width": 1, "access": "W1C", "reset": 0x0,
+            {"name": "DONE", "lsb": 0, "width": 1, "access": "W1C", "reset": 0x0, "encode": None,
              "description": "A command completed."},
-            {"name": "ERROR", "lsb": 1, "width": 1, "access": "W1C", "reset": 0x0,
+            {"name": "ERROR", "lsb": 1, "width": 1, "access": "W1C", "reset": 0x0, "encode": None,
              "description": "A command stopped with an error."},
         ),
     },
@@ -128,7 +131,7 @@ REGISTERS = (
         "read_strobe": False,
         "description": "Source: first byte read, a multiple of the bus width in bytes.",
         "fields": (
-            {"name": "ADDR", "lsb": 0, "width": 32, "access": "RW", "reset": 0x0,
+            {"name": "ADDR", "lsb": 0, "width": 32, "access": "RW", "reset": 0x0, "encode": None,
              "description": "Byte address bits 31:0."},
         ),
     },
@@ -139,7 +142,7 @@ REGISTERS = (
         "read_strobe": False,
         "description": "Source, address bits 63:32.",
         "fields": (
-            {"name": "ADDR", "lsb": 0, "width": 32, "access": "RW", "reset": 0x0,
+            {"name": "ADDR", "lsb": 0, "width": 32, "access": "RW", "reset": 0x0, "encode": None,
              "description": ("Byte address bits 63:32; a copy whose range reaches 2^48 is "
                              "refused at START with ERROR = BAD_COMMAND.")},
         ),
@@ -154,7 +157,7 @@ REGISTERS = (
                         "(BAD_COMMAND); DST at or below SRC copies forward, each byte read "
                         "before the write that may overwrite it."),
         "fields": (
-            {"name": "ADDR", "lsb": 0, "width": 32, "access": "RW", "reset": 0x0,
+            {"name": "ADDR", "lsb": 0, "width": 32, "access": "RW", "reset": 0x0, "encode": None,
              "description": "Byte address bits 31:0."},
         ),
     },
@@ -165,7 +168,7 @@ REGISTERS = (
         "read_strobe": False,
         "description": "Destination, address bits 63:32.",
         "fields": (
-            {"name": "ADDR", "lsb": 0, "width": 32, "access": "RW", "reset": 0x0,
+            {"name": "ADDR", "lsb": 0, "width": 32, "access": "RW", "reset": 0x0, "encode": None,
              "description": ("Byte address bits 63:32; a copy whose range reaches 2^48 is "
                              "refused at START with ERROR = BAD_COMMAND.")},
         ),
@@ -178,7 +181,7 @@ REGISTERS = (
         "description": ("Bytes to copy: a multiple of the bus width in bytes (else "
                         "MISALIGNED); 0 is refused with BAD_COMMAND."),
         "fields": (
-            {"name": "VALUE", "lsb": 0, "width": 32, "access": "RW", "reset": 0x0,
+            {"name": "VALUE", "lsb": 0, "width": 32, "access": "RW", "reset": 0x0, "encode": None,
              "description": "Bytes."},
         ),
     },
@@ -191,7 +194,7 @@ REGISTERS = (
                         "Reading it latches the high word into TIME_HI, so TIME_LO then "
                         "TIME_HI is a consistent 64-bit value."),
         "fields": (
-            {"name": "VALUE", "lsb": 0, "width": 32, "access": "RO", "reset": None,
+            {"name": "VALUE", "lsb": 0, "width": 32, "access": "RO", "reset": None, "encode": None,
              "description": "Timebase bits 31:0, in cycles."},
         ),
     },
@@ -202,7 +205,7 @@ REGISTERS = (
         "read_strobe": False,
         "description": "High word of the timebase as latched by the last TIME_LO read.",
         "fields": (
-            {"name": "VALUE", "lsb": 0, "width": 32, "access": "RO", "reset": None,
+            {"name": "VALUE", "lsb": 0, "width": 32, "access": "RO", "reset": None, "encode": None,
              "description": "Timebase bits 63:32, in cycles."},
         ),
     },
@@ -215,7 +218,7 @@ REGISTERS = (
                         "at START). Ignored while BUSY (STATUS.START_DROPPED is set "
                         "instead). Reads return 0."),
         "fields": (
-            {"name": "START", "lsb": 0, "width": 1, "access": "WO", "reset": 0x0,
+            {"name": "START", "lsb": 0, "width": 1, "access": "WO", "reset": 0x0, "encode": None,
              "description": "Write 1 to start a copy."},
         ),
     },
@@ -228,7 +231,7 @@ REGISTERS = (
                         "word; 0 until a copy completes. Reading it latches the high word "
                         "into CTR_HI and clears the CTR."),
         "fields": (
-            {"name": "VALUE", "lsb": 0, "width": 32, "access": "RC", "reset": None,
+            {"name": "VALUE", "lsb": 0, "width": 32, "access": "RC", "reset": None, "encode": None,
              "description": "Completion timestamp bits 31:0, in cycles."},
         ),
     },
@@ -240,8 +243,36 @@ REGISTERS = (
         "description": ("High word of the completion timestamp as latched by the last CTR_LO "
                         "read."),
         "fields": (
-            {"name": "VALUE", "lsb": 0, "width": 32, "access": "RO", "reset": None,
+            {"name": "VALUE", "lsb": 0, "width": 32, "access": "RO", "reset": None, "encode": None,
              "description": "Completion timestamp bits 63:32, in cycles."},
         ),
     },
 )
+
+ENUMS = {
+    "ErrorCode": (
+        {"name": "NONE", "value": 0x0, "description": ""},
+        {"name": "BAD_COMMAND", "value": 0x1, "description":
+         "shape, length, opcode or field out of range"},
+        {"name": "MISALIGNED", "value": 0x2, "description":
+         "an address or stride not a multiple of its element size"},
+        {"name": "TAT_MISS", "value": 0x3, "description":
+         "an access that no valid TAT entry covers"},
+        {"name": "BAD_TAT", "value": 0x4, "description":
+         "a valid entry whose base is not aligned to its region, or SIZE > 19"},
+        {"name": "AXI_READ_ERROR", "value": 0x5, "description":
+         "SLVERR / DECERR on a read"},
+        {"name": "AXI_WRITE_ERROR", "value": 0x6, "description":
+         "SLVERR / DECERR on a write"},
+    ),
+    "BlockId": (
+        {"name": "MA", "value": 0x4d41, "description": "\"MA\""},
+        {"name": "VA", "value": 0x5641, "description": "\"VA\""},
+        {"name": "MC", "value": 0x4d43, "description": "\"MC\""},
+        {"name": "MUON", "value": 0x4d55, "description": "\"MU\""},
+        {"name": "TILE", "value": 0x5449, "description":
+         "\"TI\": the integrated tile's own registers"},
+        {"name": "MIGRATE", "value": 0x434d, "description":
+         "\"CM\": the tile's cache-migrate engine"},
+    ),
+}

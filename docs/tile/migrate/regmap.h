@@ -18,6 +18,13 @@ extern "C" {
 #define MIGRATE__ID__BLOCK_bm 0xffff0000
 #define MIGRATE__ID__BLOCK_bp 16
 #define MIGRATE__ID__BLOCK_bw 16
+// MIGRATE__ID__BLOCK: spec.codes.BlockId
+#define MIGRATE__ID__BLOCK__MA 0x4d41
+#define MIGRATE__ID__BLOCK__VA 0x5641
+#define MIGRATE__ID__BLOCK__MC 0x4d43
+#define MIGRATE__ID__BLOCK__MUON 0x4d55
+#define MIGRATE__ID__BLOCK__TILE 0x5449
+#define MIGRATE__ID__BLOCK__MIGRATE 0x434d
 
 // reg - migrate.CAPS
 #define MIGRATE__CAPS__VALUE_bm 0xffffffff
@@ -42,6 +49,14 @@ extern "C" {
 #define MIGRATE__ERROR__CODE_bm 0xff
 #define MIGRATE__ERROR__CODE_bp 0
 #define MIGRATE__ERROR__CODE_bw 8
+// MIGRATE__ERROR__CODE: spec.codes.ErrorCode
+#define MIGRATE__ERROR__CODE__NONE 0x0
+#define MIGRATE__ERROR__CODE__BAD_COMMAND 0x1
+#define MIGRATE__ERROR__CODE__MISALIGNED 0x2
+#define MIGRATE__ERROR__CODE__TAT_MISS 0x3
+#define MIGRATE__ERROR__CODE__BAD_TAT 0x4
+#define MIGRATE__ERROR__CODE__AXI_READ_ERROR 0x5
+#define MIGRATE__ERROR__CODE__AXI_WRITE_ERROR 0x6
 
 // reg - migrate.ERR_ADDR
 #define MIGRATE__ERR_ADDR__ADDR_bm 0xffffffff
@@ -126,26 +141,26 @@ extern "C" {
 
 // addrmap - migrate
 typedef struct __attribute__ ((__packed__)) {
-    uint32_t ID;
-    uint32_t CAPS;
-    uint32_t STATUS;
-    uint32_t ERROR;
-    uint32_t ERR_ADDR;
-    uint32_t IRQ_ENABLE;
-    uint32_t IRQ_STATUS;
+    volatile uint32_t ID;
+    volatile uint32_t CAPS;
+    volatile uint32_t STATUS;
+    volatile uint32_t ERROR;
+    volatile uint32_t ERR_ADDR;
+    volatile uint32_t IRQ_ENABLE;
+    volatile uint32_t IRQ_STATUS;
     uint8_t RESERVED_1c_1f[0x4];
-    uint32_t SRC_LO;
-    uint32_t SRC_HI;
-    uint32_t DST_LO;
-    uint32_t DST_HI;
-    uint32_t LENGTH;
+    volatile uint32_t SRC_LO;
+    volatile uint32_t SRC_HI;
+    volatile uint32_t DST_LO;
+    volatile uint32_t DST_HI;
+    volatile uint32_t LENGTH;
     uint8_t RESERVED_34_3f[0xc];
-    uint32_t TIME_LO;
-    uint32_t TIME_HI;
+    volatile uint32_t TIME_LO;
+    volatile uint32_t TIME_HI;
     uint8_t RESERVED_48_200b[0x1fc4];
-    uint32_t START;
-    uint32_t CTR_LO;
-    uint32_t CTR_HI;
+    volatile uint32_t START;
+    volatile uint32_t CTR_LO;
+    volatile uint32_t CTR_HI;
 } migrate_t;
 
 

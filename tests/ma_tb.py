@@ -15,6 +15,7 @@ from golden.ma import TatEntry, unpack_matrix
 from golden.ma import gemm as golden_gemm
 from hdl.common.axi import AxiResp
 from hdl.top.ma import MA_VERSION
+from sim import perf
 from sim.bfm import PAGE, ErrorRange
 from sim.ma_driver import Command, MaBench, element_size
 from sim.seed import test_seed
@@ -232,8 +233,10 @@ async def gemm_large(dut):
     for mode in (INT8, BF16):
         outcome = await random_gemm(bench, rng, mode, shape, accumulate=False)
         dut._log.info("%s %s: %d cycles", mode.name, shape, outcome.cycles)
+        perf.check(f"ma.gemm_large.{mode.name}.{'x'.join(map(str, shape))}", outcome.cycles)
     if not ICARUS:
         outcome = await random_gemm(bench, rng, BF16, (128, 128, 128), accumulate=True)
+        perf.check("ma.gemm_large.BF16.128x128x128.accumulate", outcome.cycles)
 
 
 @cocotb.test()
@@ -806,6 +809,7 @@ async def memory_latency(dut):
         results[latency] = outcome.cycles
     assert results[4] < results[24] < results[60], results
     dut._log.info("cycles by memory latency: %s", results)
+    perf.check_all("ma.memory_latency", {f"L{k}": v for k, v in results.items()})
 
 
 async def load_long_command(bench, rng):

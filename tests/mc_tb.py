@@ -13,6 +13,7 @@ import cocotb
 from hdl.mc.core import OUTSTANDING
 from hdl.mc.frontend import MAX_BURST
 from hdl.top.mc import MC_VERSION, caps_word
+from sim import perf
 from sim.bfm import ErrorRange
 from sim.mc_driver import McBench
 from sim.seed import test_seed
@@ -276,6 +277,7 @@ async def throughput(dut):
         dut._log.info("MC figure: sequential 4 KiB reads, %s: %d words in %d cycles = %.1f %% "
                       "of the read bus peak (latency %d)", label, words, cycles,
                       100 * words / cycles, bench.ram.read_latency)
+        perf.check(f"mc.throughput.{label.replace(' ', '_')}.cycles", cycles)
         assert words / cycles >= (0.8 if ICARUS else 0.9), (label, words, cycles)
 
 
@@ -301,4 +303,5 @@ async def latency_per_class(dut):
         medians[cls] = lat[len(lat) // 2]
         dut._log.info("MC figure: full-load latency %s: min %d, median %d, max %d cycles "
                       "(%d requests)", cls.name, lat[0], medians[cls], lat[-1], len(lat))
+        perf.check_all(f"mc.latency_per_class.{cls.name}", {"median": medians[cls], "max": lat[-1]})
     assert medians[TrafficClass.DECODE] < medians[TrafficClass.CACHE_MIGRATE], medians

@@ -11,6 +11,7 @@ checked on both simulators by ``tests/test_muon_cocotb.py``.
 import pytest
 
 from golden.muon import decision_lead, zero_load_latency
+from sim import perf
 from sim.muon_bench import default_plan, run, summary
 
 
@@ -46,6 +47,11 @@ def test_muon_bench_smoke():
     assert flow["late"] == 0
     assert flow["latency_min"] == flow["latency_max"] == zero_load_latency(flow["src"],
                                                                           flow["dst"])
+    # The figures against the committed baseline (sim/perf.py).
+    where = f"muon.bench.2x2.{point['pattern']}"
+    perf.check_all(where, {"latency_avg": point["latency_avg"], "latency_max": point["latency_max"],
+                           "grant_cycles_max": max(g["cycles"] for g in grant)}, simulator="verilator")
+    perf.check(f"{where}.accepted", point["accepted"], better="higher", simulator="verilator")
 
 
 def test_bench_outputs_from_results(tmp_path):

@@ -14,6 +14,7 @@ import numpy as np
 
 from golden.va import SUM_INTERLEAVE, VaCommand
 from hdl.va.core import RTL_OPCODES
+from sim import perf
 from sim.bfm import ErrorRange
 from sim.seed import test_seed
 from sim.va_driver import VaBench
@@ -271,12 +272,14 @@ async def performance(dut):
         rate = n / outcome.cycles
         print(f"VA perf: {op.name} n={n}: {outcome.cycles} cycles, {rate:.3f} elements/cycle, "
               f"{100 * rate / limit:.1f} % of the bus limit ({limit}/cycle)")
+        perf.check(f"va.performance.l{L}.{op.name}.n{n}", outcome.cycles)
         assert rate >= 0.9 * limit, f"{op.name}: {rate:.3f} elements/cycle"
     g = gather(bench, rng, 2048, 2, 2048)
     outcome = await bench.check(g)
     rate = g.length / outcome.cycles
     print(f"VA perf: GATHER n={g.length} stride=2048 esize=4: {outcome.cycles} cycles, "
           f"{rate:.3f} elements/cycle")
+    perf.check(f"va.performance.l{L}.GATHER.n{g.length}", outcome.cycles)
     assert rate >= 0.9, f"gather: {rate:.3f} elements/cycle"
     # SOFTMAX and RMSNORM over 4096 bf16: the bus-limited minimum is the read beats of
     # their passes (x three times; RMSNORM also gamma once); results are written on the
@@ -288,6 +291,7 @@ async def performance(dut):
         floor = reads * beats
         print(f"VA perf: {op.name} n={n}: {outcome.cycles} cycles; bus-limited minimum of "
               f"its {reads} operand reads: {floor} cycles ({100 * floor / outcome.cycles:.1f} %)")
+        perf.check(f"va.performance.l{L}.{op.name}.n{n}", outcome.cycles)
         assert outcome.cycles <= floor / 0.8, f"{op.name}: {outcome.cycles} cycles"
     # SUM reads one operand (limit: 8 elements a cycle) and writes one word; a long and a
     # short run (the short one shows the fixed cost: memory latency, the lane tree).
@@ -297,6 +301,7 @@ async def performance(dut):
                                                    aligned=True))).cycles
         print(f"VA perf: SUM n={n}: {cycles[n]} cycles, {n / cycles[n]:.3f} elements/cycle, "
               f"{100 * n / cycles[n] / limit:.1f} % of the bus limit ({limit}/cycle)")
+        perf.check(f"va.performance.l{L}.SUM.n{n}", cycles[n])
     for n, goal in SUM_GOAL.items():
         assert n / cycles[n] >= goal * limit, f"SUM n={n}: {cycles[n]} cycles"
 
@@ -742,6 +747,7 @@ async def indexed_throughput(dut):
         print(f"VA perf: {op.name} n={n} stride=2048 esize=4: {outcome.cycles} cycles, "
               f"{rate:.3f} elements/cycle, {100 * rate / bound:.1f} % of the two-pass bound "
               f"({bound:.3f}/cycle)")
+        perf.check(f"va.indexed_throughput.{op.name}.n{n}", outcome.cycles)
         assert rate >= 0.9 * bound, f"{op.name}: {rate:.3f} elements/cycle"
 
 

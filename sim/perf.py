@@ -84,9 +84,9 @@ def _write(path, key, entry):
     with _locked(path):
         figures = load_baseline(path)
         figures[key] = entry
-        text = json.dumps({"tolerance": TOLERANCE, "figures": dict(sorted(figures.items()))},
-                          indent=1) + "\n"
-        path.write_text(text)
+        lines = ",\n".join(f"  {json.dumps(k)}: {json.dumps(v, sort_keys=True)}"
+                           for k, v in sorted(figures.items()))
+        path.write_text(f'{{\n "tolerance": {TOLERANCE},\n "figures": {{\n{lines}\n }}\n}}\n')
 
 
 def _env_flag(name):

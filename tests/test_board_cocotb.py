@@ -28,4 +28,5 @@ def board_verilog():
 @pytest.mark.parametrize("simulator", SIMULATORS)
 def test_board_gemm_over_uart(simulator):
     run_cocotb(simulator, board_verilog(), TOPLEVEL, "tests.board_tb",
-               config_name="board-ma-p2-dw64", timeout_s=600)
+               config_name="board-ma-p2-dw64", timeout_s=600, verilator_public="top",
+               verilator_opt="-O1")

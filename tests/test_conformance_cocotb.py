@@ -22,18 +22,18 @@ MUON_MESH = (2, 2)
 
 def _ma():
     return dict(verilog=ma.ma_verilog(), toplevel=ma.TOPLEVEL, config_name=ma.CONFIG_NAME,
-                gtkw_groups=ma.MA_GTKW_GROUPS)
+                gtkw_groups=ma.MA_GTKW_GROUPS, **ma.VERILATOR)
 
 
 def _va():
     return dict(verilog=va.va_verilog(), toplevel=va.TOPLEVEL, config_name=va.config_name(va.L),
-                gtkw_groups=va.VA_GTKW_GROUPS, verilator_public=va.PUBLIC,
+                gtkw_groups=va.VA_GTKW_GROUPS, **va.VERILATOR,
                 extra_env={"V4HW_VA_LANES": str(va.L)})
 
 
 def _mc():
     return dict(verilog=mc.mc_verilog("default"), toplevel=mc.TOPLEVEL,
-                config_name="mc-c4-dw128-default", gtkw_groups=mc.MC_GTKW_GROUPS,
+                config_name="mc-c4-dw128-default", gtkw_groups=mc.MC_GTKW_GROUPS, **mc.VERILATOR,
                 extra_env={f"V4HW_MC_{name.upper()}": str(value)
                            for name, value in mc.CONFIGS["default"].items()})
 

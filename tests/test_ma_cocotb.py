@@ -20,6 +20,10 @@ TOPLEVEL = "v4hw_ma"
 CONFIG_NAME = f"ma-p{P}-dw{DATA_WIDTH}"
 TESTBENCH = "tests.ma_tb"
 TIMEOUT_S = {"icarus": 600, "verilator": 300}
+VERILATOR = dict(verilator_public="top", verilator_opt="-O1")
+"""Verilator's build options: only the top's signals public (the testbenches touch the
+ports alone) and the model compiled with -O1; the C++ is then a fraction of its size with
+every signal public, and its build several times shorter (docs/testing.md)."""
 
 TESTS = [
     "registers", "gemm_random", "gemm_large", "int8_extremes", "bf16_special_values",
@@ -43,4 +47,5 @@ def ma_verilog(p=P, data_width=DATA_WIDTH):
 @pytest.mark.parametrize("simulator", SIMULATORS)
 def test_ma(simulator, test):
     run_cocotb(simulator, ma_verilog(), TOPLEVEL, TESTBENCH, config_name=CONFIG_NAME,
-               testcase=test, gtkw_groups=MA_GTKW_GROUPS, timeout_s=TIMEOUT_S[simulator])
+               testcase=test, gtkw_groups=MA_GTKW_GROUPS, timeout_s=TIMEOUT_S[simulator],
+               **VERILATOR)

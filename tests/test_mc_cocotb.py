@@ -20,6 +20,9 @@ from sim.runner import SIMULATORS, run_cocotb
 TOPLEVEL = "v4hw_mc"
 TESTBENCH = "tests.mc_tb"
 TIMEOUT_S = {"icarus": 600, "verilator": 300}
+VERILATOR = dict(verilator_public="top", verilator_opt="-O1")
+"""Verilator's build options: the top's signals public (the testbench touches the ports
+alone), the model compiled with -O1 (docs/testing.md)."""
 CONFIGS = {
     "default": dict(req_depth=4, wdata_depth=16, resp_depth=64, prefetch_lines=32),
     "credits1": dict(req_depth=1, wdata_depth=1, resp_depth=1, prefetch_lines=4),
@@ -43,7 +46,7 @@ def run(simulator, config, test):
     env = {f"V4HW_MC_{name.upper()}": str(value) for name, value in CONFIGS[config].items()}
     run_cocotb(simulator, mc_verilog(config), TOPLEVEL, TESTBENCH,
                config_name=f"mc-c4-dw128-{config}", testcase=test, gtkw_groups=MC_GTKW_GROUPS,
-               extra_env=env, timeout_s=TIMEOUT_S[simulator])
+               extra_env=env, timeout_s=TIMEOUT_S[simulator], **VERILATOR)
 
 
 @pytest.mark.cocotb

@@ -33,6 +33,10 @@ PUBLIC = "top"
 the testbenches touch nothing else, and the VA's C++ compiles in a fraction of the time
 it takes with every signal public."""
 
+OPT = "-O1"
+"""Verilator compiles the model with -O1 (docs/testing.md: a shorter build than -Os)."""
+VERILATOR = dict(verilator_public=PUBLIC, verilator_opt=OPT)
+
 TESTS = ["elementwise_lengths", "strided_moves", "backpressure", "large", "bad_commands",
          "axi_errors", "start_while_busy", "functions_exhaustive", "row_commands",
          "row_refusals", "indexed_moves", "indexed_errors", "indexed_pauses",
@@ -67,7 +71,7 @@ def va_verilog(lanes=L, data_width=DATA_WIDTH, fn_lanes=None):
 def test_va(simulator, test):
     run_cocotb(simulator, va_verilog(), TOPLEVEL, TESTBENCH, config_name=config_name(L),
                testcase=test, gtkw_groups=VA_GTKW_GROUPS, timeout_s=TIMEOUT_S[simulator],
-               verilator_public=PUBLIC, extra_env={"V4HW_VA_LANES": str(L)})
+               **VERILATOR, extra_env={"V4HW_VA_LANES": str(L)})
 
 
 @pytest.mark.cocotb
@@ -86,7 +90,7 @@ def test_va_narrow(simulator, test):
     testbench, testcase = test
     run_cocotb(simulator, va_verilog(NARROW_L, fn_lanes=NARROW_FN_LANES), TOPLEVEL, testbench,
                config_name=config_name(NARROW_L, NARROW_FN_LANES), testcase=testcase,
-               gtkw_groups=VA_GTKW_GROUPS, timeout_s=TIMEOUT_S[simulator], verilator_public=PUBLIC,
+               gtkw_groups=VA_GTKW_GROUPS, timeout_s=TIMEOUT_S[simulator], **VERILATOR,
                extra_env={"V4HW_VA_LANES": str(NARROW_L),
                           "V4HW_VA_FN_LANES": str(NARROW_FN_LANES)})
 
@@ -98,7 +102,7 @@ def test_va_performance():
     40 000 cycles would take minutes on Icarus."""
     run_cocotb("verilator", va_verilog(PERF_L), TOPLEVEL, TESTBENCH,
                config_name=config_name(PERF_L), testcase="performance",
-               gtkw_groups=VA_GTKW_GROUPS, timeout_s=TIMEOUT_S["verilator"], verilator_public=PUBLIC,
+               gtkw_groups=VA_GTKW_GROUPS, timeout_s=TIMEOUT_S["verilator"], **VERILATOR,
                extra_env={"V4HW_VA_LANES": str(PERF_L)})
 
 
@@ -110,4 +114,4 @@ def test_va_indexed_performance():
     indexed path does not depend on L)."""
     run_cocotb("verilator", va_verilog(), TOPLEVEL, TESTBENCH, config_name=config_name(L),
                testcase="indexed_throughput", gtkw_groups=VA_GTKW_GROUPS,
-               timeout_s=TIMEOUT_S["verilator"], verilator_public=PUBLIC, extra_env={"V4HW_VA_LANES": str(L)})
+               timeout_s=TIMEOUT_S["verilator"], **VERILATOR, extra_env={"V4HW_VA_LANES": str(L)})

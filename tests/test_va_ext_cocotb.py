@@ -10,7 +10,7 @@ import pytest
 from sim.runner import SIMULATORS, run_cocotb
 from sim.va_driver import VA_GTKW_GROUPS
 
-from .test_va_cocotb import PUBLIC, TIMEOUT_S, TOPLEVEL, L, config_name, va_verilog
+from .test_va_cocotb import TIMEOUT_S, TOPLEVEL, VERILATOR, L, config_name, va_verilog
 
 TESTS = ["ext_functions_exhaustive", "ext_lengths_and_bounds"]
 
@@ -21,4 +21,4 @@ TESTS = ["ext_functions_exhaustive", "ext_lengths_and_bounds"]
 def test_va_ext(simulator, test):
     run_cocotb(simulator, va_verilog(), TOPLEVEL, "tests.va_ext_tb", config_name=config_name(L),
                testcase=test, gtkw_groups=VA_GTKW_GROUPS, timeout_s=TIMEOUT_S[simulator],
-               verilator_public=PUBLIC, extra_env={"V4HW_VA_LANES": str(L)})
+               **VERILATOR, extra_env={"V4HW_VA_LANES": str(L)})

@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: all setup demo bench-muon test regress test-fast test-cocotb test-golden durations soak verilog regmap waves clean help fpga fpga-synth
+.PHONY: all setup demo bench-muon test regress test-fast test-fpga test-cocotb test-golden durations soak verilog regmap waves clean help fpga fpga-synth
 
 all: help
 
@@ -15,7 +15,8 @@ help:
 	@echo "make bench-muon Muon NoC on a 4x4 mesh: latency/throughput sweeps, CSV + PNG (Verilator)"
 	@echo "make test       the whole regression: golden, Amaranth simulator, cocotb on Icarus and Verilator"
 	@echo "make regress    everything make test runs, and the long checks (a fresh pip install, ...)"
-	@echo "make test-fast  golden and Amaranth-simulator tests only, on every core"
+	@echo "make test-fast  golden, planner, Amaranth-simulator and formal tests only, on every core"
+	@echo "make test-fpga  the FPGA flow's checks only (synthesis smoke, constraints)"
 	@echo "make test-cocotb the cocotb tier of make test only (Icarus and Verilator)"
 	@echo "make soak       make test's random tests again and again with new seeds (SOAK_MINUTES=60 or HOURS=8)"
 	@echo "make durations  run make test and record each test's time (tests/data/durations.json)"
@@ -84,8 +85,13 @@ test: setup
 regress: setup
 	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist worksteal
 
+# The FPGA flow's checks (marker `fpga`: yosys synthesis smoke, constraints) are in
+# `make test`; `make test-fast` leaves them out (a third of its time).
 test-fast: setup
-	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist worksteal -m "not cocotb and not regress"
+	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist worksteal -m "not cocotb and not regress and not fpga"
+
+test-fpga: setup
+	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist worksteal -m "fpga and not regress"
 
 test-cocotb: setup
 	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist worksteal -m "cocotb and not regress"

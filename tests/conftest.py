@@ -17,6 +17,7 @@ never changes what runs, only when.
 
 import json
 import os
+import re
 import statistics
 from pathlib import Path
 
@@ -92,7 +93,28 @@ def schedule(items, tests, builds, workers):
     return [item for share in shares for item in share]
 
 
+FPGA_FILES = ("test_fpga_flow.py", "test_fpga_constraints.py")
+"""The FPGA flow's checks (synthesis smoke per block, the constraint files against the
+tops): marked ``fpga``, in `make test`, not in `make test-fast`, where they were a third
+of the time (docs/testing.md)."""
+
+
+REGRESS_ONLY = Path(__file__).resolve().parent / "data" / "regress_only.txt"
+
+
+def regress_only(path=REGRESS_ONLY):
+    """The compiled patterns of ``tests/data/regress_only.txt``: node ids marked ``regress``."""
+    lines = [line.strip() for line in Path(path).read_text().splitlines()]
+    return [re.compile(line) for line in lines if line and not line.startswith("#")]
+
+
 def pytest_collection_modifyitems(config, items):
+    patterns = regress_only()
+    for item in items:
+        if item.path.name in FPGA_FILES:
+            item.add_marker(pytest.mark.fpga)
+        if any(pattern.fullmatch(item.nodeid) for pattern in patterns):
+            item.add_marker(pytest.mark.regress)
     tests, builds = _load()
     if not tests:
         return

@@ -361,3 +361,23 @@ def test_schedule_puts_builds_first_and_waits_for_them():
     single = schedule(items, tests, builds, 1)
     assert single.index("b") < single.index("a") and single.index("c") < single.index("d")
     assert json.loads(dumps(tests, builds)) == {"tests": tests, "builds": builds}
+
+
+def test_every_regress_only_pattern_names_a_test():
+    """Each line of tests/data/regress_only.txt still matches a collected test (a renamed
+    test would otherwise come back into `make test` unnoticed), and what it matches is
+    marked `regress`."""
+    import subprocess
+    import sys
+
+    from tests.conftest import REGRESS_ONLY, regress_only
+
+    def collect(*args):
+        done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q",
+                               "-p", "no:cacheprovider", *args], cwd=REGRESS_ONLY.parents[2],
+                              capture_output=True, text=True, check=True)
+        return [line for line in done.stdout.splitlines() if "::" in line]
+
+    marked = collect("-m", "regress")
+    for pattern in regress_only():
+        assert any(pattern.fullmatch(node) for node in marked), pattern.pattern

@@ -66,15 +66,16 @@ def _simulator():
 def load_baseline(path=BASELINE):
     """The baseline's figures: ``{key: {"value": number, "better": "lower"|"higher"}}``."""
     try:
-        data = json.loads(Path(path).read_text())
+        text = Path(path).read_text()
     except FileNotFoundError:
         return {}
-    return data["figures"]
+    return json.loads(text)["figures"] if text.strip() else {}
 
 
 @contextmanager
 def _locked(path):
-    with open(path.with_name(path.name + ".lock"), "w") as lock:
+    # The baseline file itself is the lock (no other file next to it).
+    with open(path, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         yield
 

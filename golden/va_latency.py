@@ -43,6 +43,7 @@ from dataclasses import replace
 
 from spec.codes import VaOpcode
 from spec.memory import PAGE_BYTES
+from spec.va import MAX_K, SUM_INTERLEAVE
 
 __all__ = ["VaState", "va_cycles", "va_passes", "va_repeat_cycles", "STAND_INS"]
 
@@ -194,7 +195,6 @@ class _Channels:
         """The writer takes result words ready in the given cycles (extra words are
         dropped) and writes ``nbytes`` at ``addr``; returns the last answer's cycle."""
         bb = self.bb
-        offset = addr % bb
         words_in = -(-nbytes // bb)
         words_out = _words(addr, nbytes, bb)
         times = list(ready[:words_in])
@@ -208,7 +208,6 @@ class _Channels:
             answer = issue + length + self.latency + WRITE_WAIT
             word += length
         self.answer = max(self.answer, answer)
-        del offset
         return answer
 
 
@@ -259,7 +258,6 @@ ROPE_AGAIN = 5          # split-half ROPE: the first halves' last answer → the
 SUM_TAIL = 12           # SUM: the tree's last step → the result ready for the writer
 SUM_START = 7           # SUM: the last accumulation step → the first tree step
 SUM_LOOP = 7            # SUM's partial-sum loop (hdl.va.lanes._SUM_LOOP)
-SUM_INTERLEAVE = 8      # partial sums per lane (spec.va.SUM_INTERLEAVE)
 GATHER_WAIT = 1         # a word's last element arrived → the packed word ready
 SCATTER_WAIT = 2        # a source word ready → its first element's write
 ELEMENTS_IN_FLIGHT = 32
@@ -437,7 +435,7 @@ def va_cycles(cmd, *, lanes, data_width, fn_lanes=None, latency, state=None, mem
     return end - start
 
 
-MAX_K_ENTRIES = 8       # TOPK's lists (spec.va.MAX_K)
+MAX_K_ENTRIES = MAX_K   # TOPK's lists
 
 
 def _packed(takes):

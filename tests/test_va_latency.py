@@ -147,3 +147,21 @@ def test_model_within_two_percent():
                                                                (3, 16, 128, 2)])
 def test_model_within_two_percent_regress(seed, lanes, data_width, fn_lanes):
     check(seed, lanes, data_width, fn_lanes, per_op=4, max_n=300)
+
+
+def test_model_constants_follow_the_rtl():
+    """The model's view of the RTL's sizes (it may not import the RTL) is the RTL's own."""
+    import inspect
+
+    from golden import mc_latency, va_latency
+    from hdl.mc import core as mc_core
+    from hdl.mc import frontend
+    from hdl.va import gather, lanes, streams
+    assert va_latency.MAX_BURST == streams.MAX_BURST
+    assert va_latency.READ_FIFO == inspect.signature(streams.OperandReader).parameters[
+        "depth"].default
+    assert va_latency.ELEMENTS_IN_FLIGHT == inspect.signature(
+        gather.ElementReader).parameters["outstanding"].default
+    assert va_latency.SUM_LOOP == lanes._SUM_LOOP
+    assert mc_latency.MAX_BURST == frontend.MAX_BURST
+    assert mc_latency.OUTSTANDING == mc_core.OUTSTANDING

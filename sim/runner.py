@@ -274,7 +274,8 @@ def _make_runner(simulator, *, waves, env, timeout_s, public="all", opt=None):
 
 # --- Build ---------------------------------------------------------------------------------
 
-def _build_options(simulator, toplevel, waves, trace_exclude=(), public="all", opt=None):
+def _build_options(simulator, toplevel, waves, trace_exclude=(), public="all", opt=None,
+                   public_rw=()):
     import cocotb
 
     options = {
@@ -297,6 +298,8 @@ def _build_options(simulator, toplevel, waves, trace_exclude=(), public="all", o
             options["public"] = public
         if opt is not None:
             options["opt"] = opt
+        if public_rw:
+            options["public_rw"] = sorted(public_rw)
     return options
 
 
@@ -319,6 +322,12 @@ def _build(simulator, source, toplevel, options, build_dir):
                 config = build_dir / "trace.vlt"
                 config.write_text("`verilator_config\n" + "".join(
                     f'tracing_off -scope "{scope}"\n' for scope in options["trace_exclude"]))
+                sources.append(config)
+            if "public_rw" in options:
+                config = build_dir / "public.vlt"
+                config.write_text("`verilator_config\n" + "".join(
+                    f'public_flat_rw -module "{module}" -var "{var}"\n'
+                    for module, var in options["public_rw"]))
                 sources.append(config)
         started = time.monotonic()
         runner = _make_runner(simulator, waves=options["waves"], env={}, timeout_s=None,
@@ -387,7 +396,7 @@ def _env_flag(name):
 
 def run_cocotb(simulator, verilog, toplevel, test_module, *, config_name, testcase=None,
                waves=None, gtkw_groups=None, extra_env=None, timeout_s=None, trace_exclude=(),
-               verilator_public="all", verilator_opt=None):
+               verilator_public="all", verilator_opt=None, verilator_public_rw=()):
     """Build ``verilog`` (cached) and run the cocotb tests of ``test_module`` on it.
 
     Arguments:
@@ -425,6 +434,12 @@ def run_cocotb(simulator, verilog, toplevel, test_module, *, config_name, testca
         (``--public-depth 1``): the top module's ports and signals only; Verilator may
         then optimise the hierarchy below, which makes the C++ of a large design several
         times smaller and its build that much faster. Waves record everything either way.
+    ``verilator_public_rw``
+        Verilator only: ``[(module pattern, signal), ...]`` made readable and writable
+        on top of ``verilator_public`` (a ``public_flat_rw`` line of a Verilator
+        configuration file each; ``*`` wildcards in the module name), so a test can
+        deposit one internal register of a ``"top"`` build, e.g.
+        ``[("*.timebase*", "now")]``.
     ``verilator_opt``
         Verilator only: the C++ compiler's optimisation (``"-O0"``, ``"-O1"``, ...) for
         the model instead of Verilator's ``-Os``: ``-O0`` compiles a large model about
@@ -449,6 +464,12 @@ def run_cocotb(simulator, verilog, toplevel, test_module, *, config_name, testca
         raise ValueError(f"timeout_s must be positive, not {timeout_s!r}")
     if verilator_public not in ("all", "top"):
         raise ValueError(f"verilator_public must be 'all' or 'top', not {verilator_public!r}")
+    verilator_public_rw = [tuple(pair) for pair in verilator_public_rw]
+    for pair in verilator_public_rw:
+        if len(pair) != 2 or not all(isinstance(part, str) and part and '"' not in part
+                                     for part in pair):
+            raise ValueError(f"verilator_public_rw takes (module pattern, signal) pairs of "
+                             f"non-empty strings without quotes, not {pair!r}")
     if verilator_opt not in (None, "-O0", "-O1", "-O2", "-O3", "-Os"):
         raise ValueError(f"verilator_opt must be None or one of -O0, -O1, -O2, -O3, -Os, "
                          f"not {verilator_opt!r}")
@@ -464,7 +485,7 @@ def run_cocotb(simulator, verilog, toplevel, test_module, *, config_name, testca
         source = icarus_time0_fix(verilog)
 
     options = _build_options(simulator, toplevel, waves, trace_exclude, verilator_public,
-                             verilator_opt)
+                             verilator_opt, verilator_public_rw)
     digest = hashlib.sha256(json.dumps(options, sort_keys=True).encode())
     digest.update(b"\0" + source.encode())
     build_dir = BUILD_ROOT / f"{config_name}-{simulator}-{digest.hexdigest()[:12]}"

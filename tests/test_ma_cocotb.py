@@ -20,9 +20,11 @@ TOPLEVEL = "v4hw_ma"
 CONFIG_NAME = f"ma-p{P}-dw{DATA_WIDTH}"
 TESTBENCH = "tests.ma_tb"
 TIMEOUT_S = {"icarus": 600, "verilator": 300}
-VERILATOR = dict(verilator_opt="-O1")   # every signal public: ctr_and_time deposits the timebase
+VERILATOR = dict(verilator_public="top", verilator_opt="-O1",
+                 verilator_public_rw=[("*timebase*", "now")])
 """Verilator's build options: only the top's signals public (the testbenches touch the
-ports alone) and the model compiled with -O1; the C++ is then a fraction of its size with
+ports, and ``ctr_and_time`` deposits the timebase's ``now`` register, made writable on
+its own) and the model compiled with -O1; the C++ is then a fraction of its size with
 every signal public, and its build several times shorter (docs/testing.md)."""
 
 TESTS = [

@@ -190,6 +190,14 @@ def test_run_cocotb_checks_arguments(verilog):
         run_cocotb("icarus", verilog, "other", TB, config_name="x")
     with pytest.raises(ValueError, match="config_name"):
         run_cocotb("icarus", verilog, TOP, TB, config_name="a/b")
+    with pytest.raises(ValueError, match="verilator_public must"):
+        run_cocotb("verilator", verilog, TOP, TB, config_name="x", verilator_public="some")
+    with pytest.raises(ValueError, match="verilator_public_rw"):
+        run_cocotb("verilator", verilog, TOP, TB, config_name="x",
+                   verilator_public_rw=[("*timebase*",)])
+    with pytest.raises(ValueError, match="verilator_public_rw"):
+        run_cocotb("verilator", verilog, TOP, TB, config_name="x",
+                   verilator_public_rw=[("*timebase*", 'now"')])
 
 
 def test_setup_environment(monkeypatch):

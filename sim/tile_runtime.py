@@ -1,0 +1,622 @@
+"""The host runtime: runs an op program's commands (:mod:`golden.program`) on the RTL.
+
+A :class:`TileRuntime` takes a :class:`golden.program.Program`, a memory (anything with
+``read(address, length)`` and ``write(address, bytes)``: the ``mem`` of
+:class:`sim.bfm.GmemModel`, cocotbext-axi's ``SparseMemory``) and, per block, a
+:class:`sim.regs.Registers` accessor at that block's base (0 on a standalone top,
+``spec.tile.base("ma")`` / ``base("va")`` on the tile), so the same read and write
+coroutines drive it whatever carries them (cocotbext-axi, the board's UART bridge). It
+
+1. lays out every tensor of the program in memory (:func:`layout`: the program's byte
+   addresses are the MA's logical addresses; physical = ``phys_base`` + address, which is
+   what the VA is given and what one TAT entry maps for the MA) and writes the host's
+   initial image (inputs, weights, constants; zeros elsewhere);
+2. programs the MA's TAT (:func:`tat_entries`);
+3. for each command writes its registers (:func:`va_register_writes`,
+   :func:`ma_register_writes`; a register already holding the value is not written
+   again), writes START, waits for the interrupt (or polls STATUS), and reads the CTR;
+   a VA command of ``repeat`` r is r STARTs;
+4. records per op (:class:`OpRecord`): block, opcode, stage, the cycles from START to the
+   CTR (summed over the repetitions) and the latency models' prediction
+   (:func:`golden.program.ma_command_cycles` / :func:`golden.program.va_command_cycles`).
+
+A command that does not end within its cycle budget raises :class:`CommandTimeout`
+(op index, block, opcode, stage, repetition, the cycle); one that ends in ERROR raises
+:class:`CommandError` (the op, the error code, ERR_ADDR).
+
+With ``check=True`` the runtime runs the golden interpreter (:class:`golden.program.Machine`)
+in lock step: after every command that ran on the RTL, every tensor it writes is compared
+bit for bit with the golden memory (:class:`Mismatch` names the op, the tensor and the
+first element). Commands the RTL cannot run (:class:`Capabilities`: a VA opcode outside
+``hdl.va.core.RTL_OPCODES``, a transposed B while the MA's MODE register has no such bit)
+or that the caller gives to the host (``host_blocks``) are *played by the host*: the
+golden result is written into memory in their place, and the record says why.
+
+Cycle convention: ``cycles`` = CTR − the timebase of the cycle in which the START write
+is performed, the latency models' "START is performed in cycle 0" (as
+:meth:`sim.ma_driver.MaBench.launch` dates it), when the caller passes ``start_time`` (a
+callable giving that timebase value after the START write returns; the testbench's
+:class:`sim.program_tb.StartStamp` reads it off the control port's AW and W handshakes).
+Without it the runtime takes ``now()`` after the START write's response (the convention of
+:class:`sim.va_driver.VaBench`), 3 cycles after START is performed on the standalone tops.
+"""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from golden import va as gva
+from golden.ma import TatEntry
+from golden.program import (
+    DTYPES,
+    BlockConfig,
+    Builder,
+    Machine,
+    Program,
+    ma_command_cycles,
+    va_command_cycles,
+)
+from spec.codes import ErrorCode, MaMode, VaOpcode
+
+__all__ = [
+    "PHYS_BASE", "Layout", "layout", "tat_entries", "va_commands", "va_register_writes",
+    "ma_register_writes", "tat_register_writes", "decode_va_registers", "decode_ma_registers",
+    "written_tensors", "Capabilities", "OpRecord", "RuntimeFailure", "CommandTimeout",
+    "CommandError", "Mismatch", "TileRuntime", "decode_programs", "format_table",
+    "format_summary",
+]
+
+PHYS_BASE = 1 << 32
+"""Default physical byte address of the program's address 0: 4 GiB, aligned to every TAT
+region size up to 4 GiB, so one entry maps the whole program."""
+
+LOGICAL_LIMIT = 1 << 32
+TAT_MAX_SIZE = 19          # SIZE field limit of a valid TAT entry (docs/design.md)
+PAGE = 4096
+
+
+# --- layout ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where the program's memory lies: program byte address ``a`` (the MA's logical
+    address) is physical ``phys_base + a`` (the VA's address); ``size`` bytes in all."""
+    phys_base: int
+    size: int
+
+    def phys(self, addr):
+        return self.phys_base + addr
+
+
+def layout(program, phys_base=PHYS_BASE):
+    """The :class:`Layout` of ``program`` at ``phys_base``; checks what the blocks rely
+    on: every tensor 64-byte aligned, none overlapping, the whole inside the MA's 32-bit
+    logical space and one TAT region, ``phys_base`` aligned to that region."""
+    spans = sorted((t.addr, t.addr + t.nbytes, t.name) for t in program.tensors.values())
+    for (_, hi, name), (lo2, _, name2) in zip(spans, spans[1:], strict=False):
+        if lo2 < hi:
+            raise ValueError(f"tensors {name!r} and {name2!r} overlap at {lo2:#x}")
+    for lo, _, name in spans:
+        if lo % 64:
+            raise ValueError(f"tensor {name!r} at {lo:#x} is not 64-byte aligned")
+    size = program.memory_bytes
+    if size > LOGICAL_LIMIT:
+        raise ValueError(f"the program's {size} bytes exceed the MA's 32-bit logical space")
+    region = _region_size(size)
+    if phys_base % (PAGE << region):
+        raise ValueError(f"phys_base {phys_base:#x} is not aligned to the TAT region of "
+                         f"{PAGE << region} bytes that maps the program")
+    return Layout(phys_base, size)
+
+
+_default_layout = layout
+
+
+def _region_size(nbytes):
+    """The SIZE of the smallest TAT region (4 KiB << SIZE) holding ``nbytes``."""
+    size = 0
+    while PAGE << size < nbytes:
+        size += 1
+    if size > TAT_MAX_SIZE:
+        raise ValueError(f"{nbytes} bytes need a TAT region beyond SIZE {TAT_MAX_SIZE}")
+    return size
+
+
+def tat_entries(lay):
+    """The MA's TAT: entry 0 maps logical ``[0, region)`` to ``phys_base``; the other
+    three invalid."""
+    return [TatEntry(True, 0, _region_size(lay.size), lay.phys_base)] + [
+        TatEntry(False, 0, 0, 0)] * 3
+
+
+# --- register encoding ----------------------------------------------------------------------
+
+
+def _addr(program, opd, r=0):
+    if opd is None:
+        return None
+    t = program.tensors[opd.tensor]
+    return t.addr + (opd.offset + r * opd.step) * t.itemsize
+
+
+def va_commands(program, cmd, lay):
+    """The VA commands (:class:`golden.va.VaCommand`, physical addresses) of the ``repeat``
+    repetitions of ``cmd``, as :class:`golden.program.Machine` issues them (element size
+    of the gather family: the source tensor's; operands absent: address 0)."""
+    t = program.tensors
+    es = t[cmd.src.tensor].itemsize if cmd.src is not None else 2
+
+    def phys(opd, r):
+        a = _addr(program, opd, r)
+        return 0 if a is None else lay.phys(a)
+
+    return [gva.VaCommand(cmd.op, cmd.length, src=phys(cmd.src, r), src2=phys(cmd.src2, r),
+                          src3=phys(cmd.src3, r), dst=phys(cmd.dst, r), dst2=phys(cmd.dst2, r),
+                          stride=cmd.stride * es, esize=es.bit_length() - 1, scalar=cmd.scalar,
+                          k=cmd.k, index_limit=cmd.index_limit, split_half=bool(cmd.split_half))
+            for r in range(cmd.repeat)]
+
+
+_VA_ADDRS = ("SRC", "SRC2", "SRC3", "DST", "DST2")
+_VA_WORDS = ("STRIDE", "SCALAR", "K", "INDEX_LIMIT", "ROWS", "ROW_STRIDE")
+
+
+def va_register_writes(regs, vc):
+    """``[(register, value)]`` that set up VA command ``vc`` (a ``golden.va.VaCommand``),
+    START excluded; ``regs``: a :class:`sim.regs.Registers` of the VA's map (encodes the
+    fields, and refuses a value that does not fit)."""
+    writes = [("OPCODE", regs.encode("OPCODE", op=vc.op, esize=vc.esize,
+                                     split_half=int(vc.split_half))),
+              ("LENGTH", regs.encode("LENGTH", value=vc.length))]
+    for name in _VA_ADDRS:
+        a = getattr(vc, name.lower())
+        writes += [(f"{name}_LO", regs.encode(f"{name}_LO", addr=a & 0xFFFFFFFF)),
+                   (f"{name}_HI", regs.encode(f"{name}_HI", addr=a >> 32))]
+    writes += [(name, regs.encode(name, value=getattr(vc, name.lower()))) for name in _VA_WORDS]
+    return writes
+
+
+def decode_va_registers(regs, writes):
+    """The ``golden.va.VaCommand`` that register values ``writes`` describe (the inverse
+    of :func:`va_register_writes`)."""
+    w = dict(writes)
+    op = regs.fields("OPCODE", w["OPCODE"])
+    kw = {name.lower(): regs.field(f"{name}_HI", "ADDR", w[f"{name}_HI"]) << 32
+          | regs.field(f"{name}_LO", "ADDR", w[f"{name}_LO"]) for name in _VA_ADDRS}
+    kw.update({name.lower(): regs.field(name, "VALUE", w[name]) for name in _VA_WORDS})
+    return gva.VaCommand(op["OP"], regs.field("LENGTH", "VALUE", w["LENGTH"]), esize=op["ESIZE"],
+                         split_half=bool(op["SPLIT_HALF"]), **kw)
+
+
+def _transpose_field(regs):
+    """The name of the MA's MODE field that reads B transposed, or None (no such mode)."""
+    for desc in regs.register("MODE")["fields"]:
+        if "TRANSP" in desc["name"]:
+            return desc["name"]
+    return None
+
+
+def ma_register_writes(regs, program, cmd):
+    """``[(register, value)]`` that set up MA command ``cmd`` (a
+    :class:`golden.program.MaCmd`; logical byte addresses = the program's), START
+    excluded. A transposed B needs the MA's MODE field for it (ValueError without)."""
+    t = program.tensors
+    ae = t[cmd.a.tensor].itemsize
+    be = t[cmd.b.tensor].itemsize
+    ce = t[cmd.c.tensor].itemsize
+    mode = dict(mode=int(cmd.mode), accumulate=int(cmd.accumulate))
+    if cmd.b_transposed:
+        name = _transpose_field(regs)
+        if name is None:
+            raise ValueError("the MA's MODE register has no transposed-B field")
+        mode[name] = 1
+    return [("M", regs.encode("M", value=cmd.m)), ("K", regs.encode("K", value=cmd.k)),
+            ("N", regs.encode("N", value=cmd.n)), ("MODE", regs.encode("MODE", **mode)),
+            ("A_ADDR", regs.encode("A_ADDR", addr=_addr(program, cmd.a))),
+            ("B_ADDR", regs.encode("B_ADDR", addr=_addr(program, cmd.b))),
+            ("C_ADDR", regs.encode("C_ADDR", addr=_addr(program, cmd.c))),
+            ("LDA", regs.encode("LDA", stride=cmd.lda * ae)),
+            ("LDB", regs.encode("LDB", stride=cmd.ldb * be)),
+            ("LDC", regs.encode("LDC", stride=cmd.ldc * ce))]
+
+
+def decode_ma_registers(regs, writes):
+    """``dict`` of the MA command fields register values ``writes`` describe (byte
+    addresses and strides; ``b_transposed`` False without the MODE field)."""
+    w = dict(writes)
+    mode = regs.fields("MODE", w["MODE"])
+    name = _transpose_field(regs)
+    out = dict(m=regs.field("M", "VALUE", w["M"]), k=regs.field("K", "VALUE", w["K"]),
+               n=regs.field("N", "VALUE", w["N"]), mode=MaMode(mode["MODE"]),
+               accumulate=bool(mode["ACCUMULATE"]),
+               b_transposed=bool(mode[name]) if name else False)
+    for reg in ("A_ADDR", "B_ADDR", "C_ADDR"):
+        out[reg.lower()] = regs.field(reg, "ADDR", w[reg])
+    for reg in ("LDA", "LDB", "LDC"):
+        out[reg.lower()] = regs.field(reg, "STRIDE", w[reg])
+    return out
+
+
+def tat_register_writes(regs, entries):
+    """``[(register, value)]`` of the MA's four TAT entries."""
+    writes = []
+    for i, e in enumerate(entries):
+        writes += [
+            (f"TAT_LOGIC_{i}", regs.encode(f"TAT_LOGIC_{i}", valid=int(e.valid), size=e.size,
+                                           base=e.logical_base >> 12)),
+            (f"TAT_PHYS_LO_{i}", regs.encode(f"TAT_PHYS_LO_{i}", base=(e.phys_base >> 12) & 0xFFFFF)),
+            (f"TAT_PHYS_HI_{i}", regs.encode(f"TAT_PHYS_HI_{i}", base=e.phys_base >> 32)),
+        ]
+    return writes
+
+
+def written_tensors(cmd):
+    """Names of the tensors ``cmd`` writes (VA: DST and DST2; MA: C)."""
+    if cmd.block == "ma":
+        return [cmd.c.tensor]
+    return list(dict.fromkeys(o.tensor for o in (cmd.dst, cmd.dst2) if o is not None))
+
+
+# --- what the RTL can run -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What the RTL runs: the VA's opcodes and whether the MA reads a transposed B. The
+    defaults come from the RTL itself (:meth:`of_rtl`), so the list of commands played by
+    the host shrinks as the blocks gain them."""
+    va_opcodes: frozenset
+    ma_b_transposed: bool
+
+    @classmethod
+    def of_rtl(cls):
+        """``hdl.va.core.RTL_OPCODES``; the MA's MODE register (generated from its
+        SystemRDL) having a transposed-B field."""
+        from hdl.ma import regmap as ma_regmap
+        from hdl.va.core import RTL_OPCODES
+        from sim.regs import Registers
+
+        return cls(frozenset(int(op) for op in RTL_OPCODES),
+                   _transpose_field(Registers(None, ma_regmap)) is not None)
+
+    def missing(self, cmd):
+        """Why the RTL cannot run ``cmd`` (a sentence), or None."""
+        if cmd.block == "va":
+            if cmd.op not in self.va_opcodes:
+                return f"no VA RTL for {VaOpcode(cmd.op).name}"
+            return None
+        if cmd.b_transposed and not self.ma_b_transposed:
+            return "no MA transposed-B mode"
+        return None
+
+
+# --- records, errors ------------------------------------------------------------------------
+
+
+@dataclass
+class OpRecord:
+    """One op of the program as the runtime ran it. ``cycles``: START → CTR summed over
+    the repetitions (None when played by the host); ``predicted``: the latency model's;
+    ``host``: why the host played it (None: it ran on the RTL); ``checked``: tensors
+    compared bit for bit with the golden interpreter after it."""
+    index: int
+    block: str
+    opcode: str
+    stage: str
+    repeat: int
+    predicted: int
+    cycles: int = None
+    host: str = None
+    checked: list = field(default_factory=list)
+
+
+class RuntimeFailure(Exception):
+    """A command of the program failed on the RTL (:attr:`record` says which)."""
+
+    def __init__(self, message, record):
+        super().__init__(message)
+        self.record = record
+
+
+class CommandTimeout(RuntimeFailure):
+    """The command did not end (no DONE, no ERROR) within its cycle budget."""
+
+
+class CommandError(RuntimeFailure):
+    """The command ended in ERROR: :attr:`code` (an ErrorCode), :attr:`err_addr`."""
+
+    def __init__(self, message, record, code, err_addr):
+        super().__init__(message, record)
+        self.code, self.err_addr = code, err_addr
+
+
+class Mismatch(RuntimeFailure):
+    """A tensor the RTL wrote differs from the golden interpreter's."""
+
+
+def _what(rec, rep=None):
+    r = "" if rep is None or rec.repeat == 1 else f", repetition {rep} of {rec.repeat}"
+    return f"op {rec.index} ({rec.block} {rec.opcode}, stage {rec.stage!r}{r})"
+
+
+# --- the runtime ----------------------------------------------------------------------------
+
+
+class TileRuntime:
+    """Runs ``program`` on the blocks.
+
+    ``memory``: the physical memory (``read(addr, n)`` / ``write(addr, data)``).
+    ``blocks``: ``{"va": Registers, "ma": Registers}`` (either may be missing: its
+    commands are then played by the host). ``clock``: the clock signal (``ap_clk``);
+    ``now``: callable, the timebase at the latest rising edge; ``interrupt``: the
+    ``interrupt`` signal, or None to poll STATUS. ``layout``: a :class:`Layout` (default
+    :func:`layout` of the program at :data:`PHYS_BASE`). ``capabilities``: default
+    :meth:`Capabilities.of_rtl`. ``check``: compare after every RTL command (see the
+    module docstring; needed to play commands by the host). ``timeout``: a command's
+    budget in cycles is ``timeout[0] + timeout[1]·predicted``. ``start_time``: see the
+    module docstring (None: ``now()`` after the START write).
+    """
+
+    def __init__(self, program, memory, blocks, *, clock, now, interrupt=None, layout=None,
+                 capabilities=None, check=True, timeout=(20_000, 20), start_time=None):
+        self.program, self.memory, self.blocks = program, memory, dict(blocks)
+        self.clock, self.now, self.interrupt = clock, now, interrupt
+        self.start_time = start_time or now
+        self.layout = layout if layout is not None else _default_layout(program)
+        self.capabilities = capabilities or Capabilities.of_rtl()
+        self.check, self.timeout = check, timeout
+        self.golden = None
+        self.records = []
+        self._shadow = {name: {} for name in self.blocks}
+
+    # memory
+    def _tensor_bytes(self, name):
+        t = self.program.tensors[name]
+        return self.memory.read(self.layout.phys(t.addr), t.nbytes)
+
+    def read(self, name):
+        """Tensor ``name`` as the memory holds it, in its shape and dtype."""
+        t = self.program.tensors[name]
+        return np.frombuffer(self._tensor_bytes(name), DTYPES[t.dtype]).reshape(t.shape).copy()
+
+    def image(self):
+        """The program's memory, ``size`` bytes from its address 0."""
+        return np.frombuffer(self.memory.read(self.layout.phys_base, self.layout.size), np.uint8)
+
+    def load(self):
+        """Write the host's initial image: zeros, then every tensor of ``program.init``;
+        start the golden interpreter on the same image."""
+        m = Machine(self.program.config, self.program.tensors, self.layout.size)
+        for name, data in self.program.init.items():
+            m.write(name, data)
+        self.memory.write(self.layout.phys_base, m.mem.tobytes())
+        self.golden = m if self.check else None
+
+    # registers
+    async def _write(self, block, writes):
+        regs, shadow = self.blocks[block], self._shadow[block]
+        for name, value in writes:
+            if shadow.get(name) != value:
+                await regs.write(name, value)
+                shadow[name] = value
+
+    async def setup(self):
+        """Per block: clear and enable both interrupts (when waiting on ``interrupt``);
+        the MA's TAT."""
+        for regs in self.blocks.values():
+            await regs.write_fields("IRQ_STATUS", done=1, error=1)
+            await regs.write_fields("IRQ_ENABLE", done=int(self.interrupt is not None),
+                                    error=int(self.interrupt is not None))
+        if "ma" in self.blocks:
+            await self._write("ma", tat_register_writes(self.blocks["ma"], tat_entries(self.layout)))
+
+    async def _wait_end(self, regs, rec, rep, budget):
+        from cocotb.triggers import First, RisingEdge, Timer
+
+        started = self.now()
+        if self.interrupt is not None:
+            if not int(self.interrupt.value):
+                timeout = Timer(budget * self._period_ns(), "ns")
+                if await First(RisingEdge(self.interrupt), timeout) is timeout:
+                    self._timeout(rec, rep, budget, await regs.read_fields("STATUS"))
+            status = await regs.read_fields("STATUS")
+        else:
+            while True:
+                status = await regs.read_fields("STATUS")
+                if status["DONE"] or status["ERROR"]:
+                    break
+                if self.now() - started > budget:
+                    self._timeout(rec, rep, budget, status)
+        return status
+
+    def _period_ns(self):
+        from .bfm import PERIOD_NS
+        return PERIOD_NS
+
+    def _timeout(self, rec, rep, budget, status):
+        raise CommandTimeout(f"{_what(rec, rep)} did not end within {budget} cycles of START "
+                             f"(timebase {self.now()}, STATUS {status})", rec)
+
+    async def _start(self, block, rec, rep, writes, budget):
+        regs = self.blocks[block]
+        await self._write(block, writes)
+        await regs.write("START", 1)
+        started = self.start_time()
+        status = await self._wait_end(regs, rec, rep, budget)
+        if status["ERROR"] or not status["DONE"]:
+            code = ErrorCode(await regs.read("ERROR"))
+            err_addr = await regs.read("ERR_ADDR")
+            await regs.write_fields("IRQ_STATUS", done=1, error=1)
+            raise CommandError(f"{_what(rec, rep)} ended in ERROR {code.name} at ERR_ADDR "
+                               f"{err_addr:#x} (timebase {self.now()}, STATUS {status})",
+                               rec, code, err_addr)
+        lo = await regs.read("CTR_LO")
+        hi = await regs.read("CTR_HI")
+        if self.interrupt is not None:
+            await regs.write_fields("IRQ_STATUS", done=1, error=1)
+        return (hi << 32 | lo) - started
+
+    def _record(self, index, cmd):
+        if cmd.block == "ma":
+            predicted = ma_command_cycles(self.program, cmd)
+        else:
+            predicted = va_command_cycles(self.program, cmd)
+        return OpRecord(index, cmd.block, cmd.opname, cmd.stage,
+                        cmd.repeat if cmd.block == "va" else 1, predicted)
+
+    def reason_for_host(self, cmd):
+        """Why ``cmd`` is played by the host, or None (it runs on the RTL)."""
+        if cmd.block not in self.blocks:
+            return f"{cmd.block.upper()} played by the host"
+        return self.capabilities.missing(cmd)
+
+    def _play(self, cmd):
+        for name in written_tensors(cmd):
+            t = self.program.tensors[name]
+            self.memory.write(self.layout.phys(t.addr), self.golden.view(name).tobytes())
+
+    def _compare(self, rec, cmd):
+        for name in written_tensors(cmd):
+            want = self.golden.view(name)
+            got = np.frombuffer(self._tensor_bytes(name), want.dtype)
+            if not np.array_equal(got, want):
+                bad = np.nonzero(got != want)[0]
+                i = int(bad[0])
+                raise Mismatch(
+                    f"{_what(rec)}: tensor {name!r} differs from the golden interpreter in "
+                    f"{bad.size} of {want.size} elements; first [{i}] = "
+                    f"{int(got[i]) & 0xFFFFFFFF:#x}, expected {int(want[i]) & 0xFFFFFFFF:#x}",
+                    rec)
+            rec.checked.append(name)
+
+    async def run_command(self, index, cmd):
+        """Run one command (on the RTL or by the host); returns its :class:`OpRecord`."""
+        rec = self._record(index, cmd)
+        self.records.append(rec)
+        reason = self.reason_for_host(cmd)
+        if self.golden is not None:
+            self.golden.execute(cmd)
+        if reason is not None:
+            if self.golden is None:
+                raise RuntimeFailure(f"{_what(rec)}: {reason}, and only a checking runtime "
+                                     "(check=True) can play it", rec)
+            rec.host = reason
+            self._play(cmd)
+            return rec
+        budget = self.timeout[0] + self.timeout[1] * rec.predicted
+        regs = self.blocks[cmd.block]
+        if cmd.block == "va":
+            cycles = 0
+            for rep, vc in enumerate(va_commands(self.program, cmd, self.layout)):
+                cycles += await self._start("va", rec, rep, va_register_writes(regs, vc), budget)
+        else:
+            cycles = await self._start("ma", rec, None,
+                                       ma_register_writes(regs, self.program, cmd), budget)
+        rec.cycles = cycles
+        if self.golden is not None:
+            self._compare(rec, cmd)
+        return rec
+
+    async def run(self, commands=None, *, on_record=None):
+        """Load the memory, set the blocks up and run ``commands`` (indices into
+        ``program.commands``; all by default) in order; returns the records.
+        ``on_record(record)`` is called after each op."""
+        self.load()
+        await self.setup()
+        indices = range(len(self.program.commands)) if commands is None else commands
+        for i in indices:
+            rec = await self.run_command(i, self.program.commands[i])
+            if on_record is not None:
+                on_record(rec)
+        return self.records
+
+    def final_mismatches(self):
+        """Tensors whose memory differs from the golden interpreter's (``[]`` when the
+        whole image is bit-exact)."""
+        if self.golden is None:
+            return []
+        got, want = self.image(), self.golden.mem[: self.layout.size]
+        if np.array_equal(got, want):
+            return []
+        return [name for name, t in self.program.tensors.items()
+                if not np.array_equal(got[t.addr: t.addr + t.nbytes], want[t.addr: t.addr + t.nbytes])]
+
+
+# --- programs -------------------------------------------------------------------------------
+
+
+def decode_programs(preset, config, position=None, mode="bf16"):
+    """One decode step of every layer of tile preset ``preset``, as
+    :func:`golden.program.decode_steps` makes them (the same generators, seeds and
+    commands), each a complete :class:`Program`: ``init`` holds every host tensor of the
+    step's memory (weights, constants, inputs, the state's initial image), so
+    :func:`golden.program.run` and the runtime start from the image the step's commands
+    were generated on. Returns ``[(layer, program, stage names)]``."""
+    from golden.presets.tile import PRESETS
+    from golden.program_dsv4 import dsv4_decode_step, dsv4_state
+    from golden.program_notes import notes_decode_step, notes_state
+
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; expected one of {sorted(PRESETS)}")
+    pre = PRESETS[preset]
+    t = pre.position if position is None else position
+    model = pre.model()
+    b = Builder(config or BlockConfig())
+    rng = np.random.default_rng(pre.seed)
+    c = pre.config
+    out = []
+    for i, layer in enumerate(model.layers):
+        b.prefix = f"l{i}."
+        if pre.kind == "deepseek-v4":
+            st = dsv4_state(b, layer, t + 1)
+            row = rng.standard_normal((c.hc_mult, c.hidden_size))
+            step, names = dsv4_decode_step(layer, st, row, int(rng.integers(c.vocab_size)), t, b)
+        else:
+            st = notes_state(b, layer, t + 1)
+            step, names = notes_decode_step(layer, st, rng.standard_normal(c.hidden_size), t, b, mode)
+        init = {name: data for name, data in b.init.items() if name in step.tensors}
+        out.append((layer, Program(step.config, step.tensors, step.commands, init), names))
+    b.prefix = ""
+    return out
+
+
+# --- reports --------------------------------------------------------------------------------
+
+
+def format_table(records):
+    """The per-op table: op, block, opcode, stage, repetitions, cycles, predicted, where."""
+    lines = [f"{'op':>5} {'block':5} {'opcode':16} {'stage':28} {'rep':>4} {'cycles':>8} "
+             f"{'predicted':>9}  ran"]
+    for r in records:
+        cyc = "-" if r.cycles is None else str(r.cycles)
+        lines.append(f"{r.index:5d} {r.block:5} {r.opcode:16} {r.stage[:28]:28} {r.repeat:4d} "
+                     f"{cyc:>8} {r.predicted:9d}  {'RTL' if r.host is None else 'host: ' + r.host}")
+    return "\n".join(lines)
+
+
+def format_summary(records, title=""):
+    """Per block: ops (and STARTs) on the RTL bit-exact, ops played by the host by
+    reason, cycles measured vs predicted over the RTL ops."""
+    lines = [title] if title else []
+    for block in ("ma", "va"):
+        recs = [r for r in records if r.block == block]
+        if not recs:
+            continue
+        rtl = [r for r in recs if r.host is None]
+        host = [r for r in recs if r.host is not None]
+        cyc = sum(r.cycles for r in rtl)
+        pred = sum(r.predicted for r in rtl)
+        if rtl:
+            lines.append(f"{block}: {len(rtl)} of {len(recs)} ops on the RTL "
+                         f"({sum(r.repeat for r in rtl)} STARTs), all bit-exact; cycles {cyc} "
+                         f"measured, {pred} predicted (measured/predicted {cyc / pred:.4f}); "
+                         f"{sum(r.cycles == r.predicted for r in rtl)} ops exactly as predicted")
+        else:
+            lines.append(f"{block}: 0 of {len(recs)} ops on the RTL")
+        reasons = {}
+        for r in host:
+            reasons[r.host] = reasons.get(r.host, 0) + 1
+        for why, n in sorted(reasons.items()):
+            lines.append(f"{block}: {n} ops played by the host: {why}")
+    return "\n".join(lines)

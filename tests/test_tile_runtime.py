@@ -1,0 +1,354 @@
+"""Fast tier of the host runtime (:mod:`sim.tile_runtime`), no simulator: the layout, the
+register encoding of every command of the tile presets' decode steps (round trip through
+the register fields), the VA commands it issues equal the golden interpreter's, the
+capability list, and the runtime's loop against a register-level model of the blocks
+(golden blocks behind a fake control port: register writes, START, STATUS, CTR, the
+errors and the timeout). ``tests/test_tile_runtime_cocotb.py`` runs it on the RTL."""
+
+import asyncio
+from functools import cache
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from golden import va as gva
+from golden.ma import gemm
+from golden.program import (
+    BlockConfig,
+    MaCmd,
+    Operand,
+    Program,
+    Tensor,
+    decode_steps,
+    run,
+)
+from hdl.ma import regmap as ma_regmap
+from hdl.va import regmap as va_regmap
+from hdl.va.core import RTL_OPCODES
+from sim.regs import Registers
+from sim.tile_runtime import (
+    PHYS_BASE,
+    Capabilities,
+    CommandError,
+    CommandTimeout,
+    Layout,
+    TileRuntime,
+    decode_ma_registers,
+    decode_programs,
+    decode_va_registers,
+    layout,
+    ma_register_writes,
+    tat_entries,
+    tat_register_writes,
+    va_commands,
+    va_register_writes,
+    written_tensors,
+)
+from spec.codes import ErrorCode, MaMode, VaOpcode
+
+CFG = BlockConfig(p=8, lanes=8, bus_bits=128, latency=8)
+VA_REGS = Registers(None, va_regmap)
+MA_REGS = Registers(None, ma_regmap)
+
+
+@cache
+def programs(preset):
+    return decode_programs(preset, CFG)
+
+
+PRESETS = ["notes", "deepseek-v4"]
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_decode_programs_are_decode_steps(preset):
+    """The runtime's programs are golden.program.decode_steps' commands and tensors, with
+    the host's initial image in ``init``."""
+    ours = programs(preset)
+    theirs = decode_steps(preset, config=CFG)
+    assert len(ours) == len(theirs)
+    for (_, prog, _), (_, step) in zip(ours, theirs, strict=True):
+        assert prog.commands == step.commands
+        assert prog.tensors == step.tensors
+        assert prog.init and set(prog.init) <= set(prog.tensors)
+        assert {prog.tensors[n].role for n in prog.init} <= {"input", "weight", "const", "state"}
+
+
+def test_notes_program_runs():
+    """run() of the complete program (no state but the host's image) computes the layer
+    output."""
+    (_, prog, names), = programs("notes")
+    m = run(prog)
+    out = names["layer output"]
+    assert np.any(m.read(out))
+    for name in written_tensors(prog.commands[-1]):
+        assert np.any(m.read(name))
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_layout(preset):
+    for _, prog, _ in programs(preset):
+        lay = layout(prog)
+        assert lay.phys_base == PHYS_BASE and lay.size == prog.memory_bytes
+        tat = tat_entries(lay)
+        assert tat[0].valid and tat[0].logical_base == 0 and tat[0].region_bytes >= lay.size
+        assert tat[0].region_bytes < 2 * max(lay.size, 4096)
+        assert tat[0].phys_base % tat[0].region_bytes == 0
+        assert not any(e.valid for e in tat[1:])
+        # the TAT registers round-trip
+        w = dict(tat_register_writes(MA_REGS, tat))
+        f = MA_REGS.fields("TAT_LOGIC_0", w["TAT_LOGIC_0"])
+        assert (f["VALID"], f["SIZE"], f["BASE"] << 12) == (1, tat[0].size, 0)
+        phys = (MA_REGS.field("TAT_PHYS_HI_0", "BASE", w["TAT_PHYS_HI_0"]) << 32
+                | MA_REGS.field("TAT_PHYS_LO_0", "BASE", w["TAT_PHYS_LO_0"]) << 12)
+        assert phys == tat[0].phys_base
+
+
+def _program(tensors):
+    return Program(CFG, {t.name: t for t in tensors}, (), {})
+
+
+def test_layout_refusals():
+    with pytest.raises(ValueError, match="overlap"):
+        layout(_program([Tensor("a", (64,), "bf16", 0, "act"), Tensor("b", (8,), "bf16", 64, "act")]))
+    with pytest.raises(ValueError, match="aligned"):
+        layout(_program([Tensor("a", (8,), "bf16", 32, "act")]))
+    with pytest.raises(ValueError, match="aligned to the TAT region"):
+        layout(_program([Tensor("a", (4096,), "bf16", 0, "act")]), phys_base=4096)
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_va_register_round_trip(preset):
+    """Every repetition of every VA command encodes to register values that decode back
+    to the same command; addresses are the program's plus the physical base."""
+    n = 0
+    for _, prog, _ in programs(preset):
+        lay = layout(prog)
+        for cmd in prog.commands:
+            if cmd.block != "va":
+                continue
+            vcs = va_commands(prog, cmd, lay)
+            assert len(vcs) == cmd.repeat
+            for r, vc in enumerate(vcs):
+                assert decode_va_registers(VA_REGS, va_register_writes(VA_REGS, vc)) == vc
+                t = prog.tensors[cmd.dst.tensor]
+                assert vc.dst == PHYS_BASE + t.addr + (cmd.dst.offset + r * cmd.dst.step) * t.itemsize
+                n += 1
+    assert n > 300
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_ma_register_round_trip(preset):
+    """Every MA command (a transposed B only where the MA's MODE has the bit) encodes to
+    register values that decode back to its fields (byte addresses and strides)."""
+    bt = Capabilities.of_rtl().ma_b_transposed
+    n = 0
+    for _, prog, _ in programs(preset):
+        for cmd in prog.commands:
+            if cmd.block != "ma":
+                continue
+            if cmd.b_transposed and not bt:
+                with pytest.raises(ValueError, match="transposed"):
+                    ma_register_writes(MA_REGS, prog, cmd)
+                continue
+            d = decode_ma_registers(MA_REGS, ma_register_writes(MA_REGS, prog, cmd))
+            t = prog.tensors
+            es = t[cmd.a.tensor].itemsize
+            assert d == dict(m=cmd.m, k=cmd.k, n=cmd.n, mode=MaMode(cmd.mode),
+                             accumulate=cmd.accumulate, b_transposed=cmd.b_transposed,
+                             a_addr=t[cmd.a.tensor].addr + cmd.a.offset * es,
+                             b_addr=t[cmd.b.tensor].addr + cmd.b.offset * es,
+                             c_addr=t[cmd.c.tensor].addr + cmd.c.offset * 4,
+                             lda=cmd.lda * es, ldb=cmd.ldb * es, ldc=cmd.ldc * 4)
+            n += 1
+    assert n > 10
+
+
+def test_va_commands_are_the_interpreters():
+    """The VA commands the runtime issues, run by the golden VA at their physical
+    addresses, and the MA's by golden.ma, leave the golden interpreter's memory."""
+    (_, prog, _), = programs("notes")
+    want = run(prog).mem[: prog.memory_bytes]
+    base = 1 << 20
+    lay = Layout(base, prog.memory_bytes)
+    m = run(Program(prog.config, prog.tensors, (), prog.init))
+    mem = np.zeros(base + lay.size, np.uint8)
+    mem[base:] = m.mem[: lay.size]
+    for cmd in prog.commands:
+        if cmd.block == "va":
+            for vc in va_commands(prog, cmd, lay):
+                assert gva.execute_proposed(vc, mem, CFG.lanes) == (ErrorCode.NONE, 0)
+        else:
+            m.mem[: lay.size] = mem[base:]
+            m.execute(cmd)
+            mem[base:] = m.mem[: lay.size]
+    assert np.array_equal(mem[base:], want)
+
+
+def test_capabilities_follow_the_rtl():
+    caps = Capabilities.of_rtl()
+    assert caps.va_opcodes == {int(op) for op in RTL_OPCODES}
+    mode_fields = {f["name"] for f in MA_REGS.register("MODE")["fields"]}
+    assert caps.ma_b_transposed == any("TRANSP" in f for f in mode_fields)
+    for op in VaOpcode:
+        cmd = SimpleNamespace(block="va", op=int(op))
+        assert (caps.missing(cmd) is None) == (op in RTL_OPCODES)
+    bt = MaCmd(MaMode.BF16, 1, 1, 1, Operand("a"), Operand("b"), Operand("c"), 1, 1, 1,
+               b_transposed=True)
+    assert (caps.missing(bt) is None) == caps.ma_b_transposed
+    assert written_tensors(bt) == ["c"]
+
+
+# --- the runtime's loop against a register-level model --------------------------------------
+
+
+class FakeMemory:
+    """Physical bytes ``[base, base + size)``."""
+
+    def __init__(self, base, size):
+        self.base, self.data = base, np.zeros(size, np.uint8)
+
+    def read(self, addr, n):
+        assert self.base <= addr and addr + n <= self.base + self.data.size, hex(addr)
+        return self.data[addr - self.base: addr - self.base + n].tobytes()
+
+    def write(self, addr, data):
+        assert self.base <= addr and addr + len(data) <= self.base + self.data.size, hex(addr)
+        self.data[addr - self.base: addr - self.base + len(data)] = np.frombuffer(bytes(data), np.uint8)
+
+
+class FakeBlock:
+    """A block's control port: a register file; START runs the command with the golden
+    block on the memory and sets DONE (or ERROR: ``fail``) ``latency`` cycles later; time
+    advances 4 cycles per access. ``hang``: never end."""
+
+    def __init__(self, kind, regs, memory, clock, *, fail=None, hang=False):
+        self.kind, self.regs, self.memory, self.clock = kind, regs, memory, clock
+        self.values, self.fail, self.hang = {}, fail, hang
+        self.writes = self.starts = 0
+        self.status = 0
+
+    def _name(self, offset):
+        return next(r["name"] for r in self.regs._registers.values() if r["offset"] == offset)
+
+    async def read(self, address, length):
+        self.clock.t += 4
+        name = self._name(address)
+        value = {"STATUS": self.status, "CTR_LO": self.values.get("_ctr", 0) & 0xFFFFFFFF,
+                 "CTR_HI": self.values.get("_ctr", 0) >> 32,
+                 "ERROR": int(self.fail or 0), "ERR_ADDR": 0x1234 if self.fail else 0
+                 }.get(name, self.values.get(name, 0))
+        return SimpleNamespace(data=value.to_bytes(4, "little"), resp=0)
+
+    async def write(self, address, data):
+        self.clock.t += 4
+        name = self._name(address)
+        value = int.from_bytes(bytes(data), "little")
+        if name == "START":
+            self.starts += 1
+            self.status = 0b001
+            if self.hang:
+                return SimpleNamespace(resp=0)
+            if self.fail:
+                self.status = 0b100
+            else:
+                self.run()
+                self.status = 0b010
+                self.values["_ctr"] = self.clock.t + 50
+        elif name not in ("IRQ_STATUS",):
+            self.values[name] = value
+            self.writes += 1
+        return SimpleNamespace(resp=0)
+
+    def _w(self, names):
+        return [(n, self.values.get(n, 0)) for n in names]
+
+    def run(self):
+        mem = self.memory
+        if self.kind == "va":
+            names = [r["name"] for r in self.regs._registers.values() if r["access"] == "RW"]
+            vc = decode_va_registers(self.regs, self._w(names))
+            window = gva.MemoryWindow(mem.base, mem.data)
+            assert gva.execute(vc, window, CFG.lanes) == (ErrorCode.NONE, 0)
+            return
+        d = decode_ma_registers(self.regs, self._w(["M", "K", "N", "MODE", "A_ADDR", "B_ADDR",
+                                                     "C_ADDR", "LDA", "LDB", "LDC"]))
+        tat = self.values["TAT_LOGIC_0"]
+        assert tat & 1
+        phys = (self.values["TAT_PHYS_HI_0"] << 32) | (self.values["TAT_PHYS_LO_0"] & ~0xFFF)
+        es = 2 if d["mode"] is MaMode.BF16 else 1
+        dt = np.uint16 if es == 2 else np.int8
+
+        def rows(addr, n, cols, ld, dtype, size):
+            return np.stack([np.frombuffer(mem.read(phys + addr + r * ld, cols * size), dtype)
+                             for r in range(n)])
+        a = rows(d["a_addr"], d["m"], d["k"], d["lda"], dt, es)
+        b = rows(d["b_addr"], d["k"], d["n"], d["ldb"], dt, es)
+        cdt = np.uint32 if es == 2 else np.int32
+        old = rows(d["c_addr"], d["m"], d["n"], d["ldc"], cdt, 4) if d["accumulate"] else None
+        c = gemm(d["mode"], a, b, old)
+        for r in range(d["m"]):
+            mem.write(phys + d["c_addr"] + r * d["ldc"], np.ascontiguousarray(c[r]).astype(cdt).tobytes())
+
+
+def _runtime(prog, *, blocks=("va", "ma"), fail=None, hang=False, timeout=(20_000, 20)):
+    clock = SimpleNamespace(t=0)
+    lay = layout(prog)
+    memory = FakeMemory(lay.phys_base, lay.size)
+    fakes = {}
+    regs = {}
+    for kind, regmap in (("va", va_regmap), ("ma", ma_regmap)):
+        if kind in blocks:
+            probe = Registers(None, regmap)
+            fakes[kind] = FakeBlock(kind, probe, memory, clock, fail=fail, hang=hang)
+            regs[kind] = Registers(fakes[kind], regmap)
+    rt = TileRuntime(prog, memory, regs, clock=None, now=lambda: clock.t, timeout=timeout)
+    return rt, fakes
+
+
+def test_runtime_runs_the_notes_step_on_model_blocks():
+    """The whole notes step through the register-level model of both blocks: every
+    command but the transposed-B GEMMs (no MA mode yet) goes through the registers,
+    the memory ends bit-exact, each op is timed and predicted."""
+    (_, prog, _), = programs("notes")
+    rt, fakes = _runtime(prog)
+    records = asyncio.run(rt.run())
+    assert rt.final_mismatches() == []
+    assert len(records) == len(prog.commands)
+    bt = Capabilities.of_rtl().ma_b_transposed
+    for rec, cmd in zip(records, prog.commands, strict=True):
+        assert rec.block == cmd.block and rec.opcode == cmd.opname and rec.predicted > 0
+        if cmd.block == "ma" and cmd.b_transposed and not bt:
+            assert rec.host == "no MA transposed-B mode" and rec.cycles is None
+        else:
+            assert rec.host is None and rec.cycles > 0
+            assert rec.checked == written_tensors(cmd)
+    starts = sum(c.repeat for c in prog.commands if c.block == "va")
+    assert fakes["va"].starts == starts
+    # registers already holding a value are not written again
+    assert fakes["va"].writes < 17 * starts / 2
+
+
+def test_runtime_plays_a_missing_block():
+    (_, prog, _), = programs("notes")
+    rt, fakes = _runtime(prog, blocks=("va",))
+    records = asyncio.run(rt.run(range(12)))
+    assert [r.host for r in records if r.block == "ma"] == ["MA played by the host"] * 3
+    assert "ma" not in fakes
+
+
+def test_runtime_error_names_the_op():
+    (_, prog, _), = programs("notes")
+    rt, _ = _runtime(prog, fail=ErrorCode.AXI_READ_ERROR)
+    with pytest.raises(CommandError, match=r"op 0 \(va RMSNORM, stage 'input RMSNorm'\) ended "
+                                           r"in ERROR AXI_READ_ERROR at ERR_ADDR 0x1234") as e:
+        asyncio.run(rt.run())
+    assert e.value.code is ErrorCode.AXI_READ_ERROR and e.value.record.index == 0
+
+
+def test_runtime_timeout_names_the_op():
+    (_, prog, _), = programs("notes")
+    rt, _ = _runtime(prog, hang=True, timeout=(200, 0))
+    with pytest.raises(CommandTimeout, match=r"op 0 \(va RMSNORM, stage 'input RMSNorm'\) did "
+                                             r"not end within 200 cycles of START \(timebase \d+"):
+        asyncio.run(rt.run())

@@ -1,0 +1,69 @@
+"""The host runtime (:mod:`sim.tile_runtime`) running decode steps of the tile presets on
+the standalone VA and MA tops under Verilator (``sim/program_tb.py``), bit for bit
+against the golden interpreter; the other block's commands, and those the RTL does not
+have yet, played by the host.
+
+The builds are the block regressions' own (``tests/test_va_cocotb.py``'s L=8 build,
+``tests/test_ma_cocotb.py``'s P=8 build: the same Verilog text, configuration name and
+options), so no build is added. ``make test`` runs the first commands of the ``notes``
+step on each top; ``make regress`` the whole steps of both presets. Each run prints the
+per-op table and the summary (``pytest -s``).
+"""
+
+import json
+
+import pytest
+
+from sim.runner import run_cocotb
+from tests import test_ma_cocotb as ma
+from tests import test_va_cocotb as va
+
+TESTBENCH = "sim.program_tb"
+SLICE = 40
+
+
+def run(block, preset, limit, tmp_path, timeout_s):
+    report = tmp_path / "report.json"
+    env = {"V4HW_RT_PRESET": preset, "V4HW_RT_LIMIT": str(limit), "V4HW_RT_REPORT": str(report),
+           "V4HW_RT_LANES": str(va.L), "V4HW_VA_LANES": str(va.L)}
+    if block == "va":
+        run_cocotb("verilator", va.va_verilog(), va.TOPLEVEL, TESTBENCH,
+                   config_name=va.config_name(va.L), testcase="program_on_va",
+                   timeout_s=timeout_s, **va.VERILATOR, extra_env=env)
+    else:
+        run_cocotb("verilator", ma.ma_verilog(), ma.TOPLEVEL, TESTBENCH,
+                   config_name=ma.CONFIG_NAME, testcase="program_on_ma",
+                   timeout_s=timeout_s, **ma.VERILATOR, extra_env=env)
+    out = json.loads(report.read_text())
+    print(f"\n{out['table']}\n{out['summary']}")
+    return out["records"]
+
+
+def check(records, block, limit):
+    if limit:
+        assert len(records) == limit
+    ours = [r for r in records if r["block"] == block]
+    assert any(r["host"] is None for r in ours)
+    for r in records:
+        # played by the host: every command of the other block, and this block's the RTL
+        # does not have yet; every RTL command was timed and checked
+        if r["block"] != block:
+            assert r["host"] is not None and r["cycles"] is None
+        if r["host"] is None:
+            assert r["cycles"] > 0 and r["checked"]
+
+
+@pytest.mark.cocotb
+@pytest.mark.parametrize("block", ["va", "ma"])
+def test_runtime_slice(block, tmp_path):
+    """The first commands of the ``notes`` decode step on each top."""
+    check(run(block, "notes", SLICE, tmp_path, 600), block, SLICE)
+
+
+@pytest.mark.cocotb
+@pytest.mark.regress
+@pytest.mark.parametrize("preset", ["notes", "deepseek-v4"])
+@pytest.mark.parametrize("block", ["va", "ma"])
+def test_runtime_decode_step(block, preset, tmp_path):
+    """Every command of one decode step of every layer of ``preset``."""
+    check(run(block, preset, 0, tmp_path, 7200), block, 0)

@@ -63,7 +63,7 @@ __all__ = [
     "ma_register_writes", "tat_register_writes", "decode_va_registers", "decode_ma_registers",
     "written_tensors", "Capabilities", "OpRecord", "RuntimeFailure", "CommandTimeout",
     "CommandError", "Mismatch", "TileRuntime", "decode_programs", "format_table",
-    "format_summary",
+    "format_by_opcode", "format_summary",
 ]
 
 PHYS_BASE = 1 << 32
@@ -592,6 +592,26 @@ def format_table(records):
         cyc = "-" if r.cycles is None else str(r.cycles)
         lines.append(f"{r.index:5d} {r.block:5} {r.opcode:16} {r.stage[:28]:28} {r.repeat:4d} "
                      f"{cyc:>8} {r.predicted:9d}  {'RTL' if r.host is None else 'host: ' + r.host}")
+    return "\n".join(lines)
+
+
+def format_by_opcode(records):
+    """Per block and opcode, over the ops that ran on the RTL: ops, STARTs, cycles
+    measured and predicted, and how many ops took exactly the predicted cycles."""
+    rows = {}
+    for r in records:
+        if r.host is None:
+            row = rows.setdefault((r.block, r.opcode), [0, 0, 0, 0, 0])
+            row[0] += 1
+            row[1] += r.repeat
+            row[2] += r.cycles
+            row[3] += r.predicted
+            row[4] += r.cycles == r.predicted
+    lines = [f"{'block':5} {'opcode':16} {'ops':>5} {'STARTs':>6} {'cycles':>8} {'predicted':>9} "
+             f"{'diff':>6} {'exact':>5}"]
+    for (block, op), (n, starts, cyc, pred, exact) in sorted(rows.items()):
+        lines.append(f"{block:5} {op:16} {n:5d} {starts:6d} {cyc:8d} {pred:9d} {cyc - pred:+6d} "
+                     f"{exact:5d}")
     return "\n".join(lines)
 
 

@@ -12,6 +12,7 @@ memory image does.
 Environment (set by ``tests/test_tile_runtime_cocotb.py``):
 
 ``V4HW_RT_PRESET``  tile preset (``notes``, ``deepseek-v4``)
+``V4HW_RT_MODE``    the MA mode of a ``notes`` step (``bf16``, ``int8``)
 ``V4HW_RT_LIMIT``   run only the first N commands of the step (all layers counted; 0: all)
 ``V4HW_RT_LANES``   the VA build's L (the program's BlockConfig.lanes)
 ``V4HW_RT_REPORT``  a JSON file to write the records, the table and the summary into
@@ -78,7 +79,8 @@ async def run_program(dut, block, bench):
     stamp = StartStamp(dut, bench)
     await bench.start()
     cfg = config()
-    programs = decode_programs(preset, cfg)
+    mode = os.environ.get("V4HW_RT_MODE", "bf16")
+    programs = decode_programs(preset, cfg, mode=mode)
     records, left = [], limit or None
     for i, (_, program, _) in enumerate(programs):
         n = len(program.commands) if left is None else min(left, len(program.commands))
@@ -96,7 +98,8 @@ async def run_program(dut, block, bench):
         if left is not None:
             left -= n
     assert not bench.ram.violations, "AXI rule violations:\n" + "\n".join(bench.ram.violations)
-    title = (f"{preset}: one decode step ({'first ' + str(limit) if limit else 'all'} commands) "
+    name = preset if mode == "bf16" else f"{preset} ({mode})"
+    title = (f"{name}: one decode step ({'first ' + str(limit) if limit else 'all'} commands) "
              f"on the {block.upper()} RTL, P={cfg.p}, L={cfg.lanes}, bus {cfg.bus_bits} bits, "
              f"memory latency {cfg.latency} (the bench's GmemModel {MEMORY_LATENCY})")
     table = format_table(records) + "\n\n" + format_by_opcode(records)

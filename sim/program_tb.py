@@ -86,8 +86,8 @@ async def run_program(dut, block, bench):
         n = len(program.commands) if left is None else min(left, len(program.commands))
         if n == 0:
             break
-        rt = TileRuntime(program, bench.ram.mem, {block: bench.regs}, clock=dut.ap_clk,
-                         now=bench.now, interrupt=dut.interrupt, start_time=stamp)
+        rt = TileRuntime(program, bench.ram.mem, {block: bench.regs}, now=bench.now,
+                         interrupt=dut.interrupt, start_time=stamp)
         await rt.run(range(n))
         if n == len(program.commands):
             bad = rt.final_mismatches()

@@ -348,9 +348,9 @@ class TileRuntime:
 
     ``memory``: the physical memory (``read(addr, n)`` / ``write(addr, data)``).
     ``blocks``: ``{"va": Registers, "ma": Registers}`` (either may be missing: its
-    commands are then played by the host). ``clock``: the clock signal (``ap_clk``);
-    ``now``: callable, the timebase at the latest rising edge; ``interrupt``: the
-    ``interrupt`` signal, or None to poll STATUS. ``layout``: a :class:`Layout` (default
+    commands are then played by the host). ``now``: callable, the timebase at the latest
+    rising edge (:meth:`sim.bfm.KernelBench.now`); ``interrupt``: the ``interrupt``
+    signal, or None to poll STATUS. ``layout``: a :class:`Layout` (default
     :func:`layout` of the program at :data:`PHYS_BASE`). ``capabilities``: default
     :meth:`Capabilities.of_rtl`. ``check``: compare after every RTL command (see the
     module docstring; needed to play commands by the host). ``timeout``: a command's
@@ -358,10 +358,10 @@ class TileRuntime:
     module docstring (None: ``now()`` after the START write).
     """
 
-    def __init__(self, program, memory, blocks, *, clock, now, interrupt=None, layout=None,
+    def __init__(self, program, memory, blocks, *, now, interrupt=None, layout=None,
                  capabilities=None, check=True, timeout=(20_000, 20), start_time=None):
         self.program, self.memory, self.blocks = program, memory, dict(blocks)
-        self.clock, self.now, self.interrupt = clock, now, interrupt
+        self.now, self.interrupt = now, interrupt
         self.start_time = start_time or now
         self.layout = layout if layout is not None else _default_layout(program)
         self.capabilities = capabilities or Capabilities.of_rtl()
@@ -415,20 +415,17 @@ class TileRuntime:
         from cocotb.triggers import First, RisingEdge, Timer
 
         started = self.now()
-        if self.interrupt is not None:
-            if not int(self.interrupt.value):
-                timeout = Timer(budget * self._period_ns(), "ns")
-                if await First(RisingEdge(self.interrupt), timeout) is timeout:
-                    self._timeout(rec, rep, budget, await regs.read_fields("STATUS"))
+        if self.interrupt is not None and not int(self.interrupt.value):
+            timeout = Timer(budget * self._period_ns(), "ns")
+            if await First(RisingEdge(self.interrupt), timeout) is timeout:
+                self._timeout(rec, rep, budget, await regs.read_fields("STATUS"))
+        # STATUS is the authority (and, without an interrupt, what is polled)
+        while True:
             status = await regs.read_fields("STATUS")
-        else:
-            while True:
-                status = await regs.read_fields("STATUS")
-                if status["DONE"] or status["ERROR"]:
-                    break
-                if self.now() - started > budget:
-                    self._timeout(rec, rep, budget, status)
-        return status
+            if status["DONE"] or status["ERROR"]:
+                return status
+            if self.now() - started > budget:
+                self._timeout(rec, rep, budget, status)
 
     def _period_ns(self):
         from .bfm import PERIOD_NS

@@ -302,7 +302,7 @@ def _runtime(prog, *, blocks=("va", "ma"), fail=None, hang=False, timeout=(20_00
             probe = Registers(None, regmap)
             fakes[kind] = FakeBlock(kind, probe, memory, clock, fail=fail, hang=hang)
             regs[kind] = Registers(fakes[kind], regmap)
-    rt = TileRuntime(prog, memory, regs, clock=None, now=lambda: clock.t, timeout=timeout)
+    rt = TileRuntime(prog, memory, regs, now=lambda: clock.t, timeout=timeout)
     return rt, fakes
 
 

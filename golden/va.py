@@ -583,12 +583,12 @@ def _store(mem, addr, values):
 _ESIZE_DTYPE = {0: np.uint8, 1: np.uint16, 2: np.uint32}
 
 
-def _shape_ok(cmd):
+def _shape_ok(cmd, proposed=False):
     try:
         op = VaOpcode(cmd.op)
     except ValueError:
         return False
-    if op in PROPOSED_OPCODES:      # golden only (execute_proposed): the VA refuses them
+    if op in PROPOSED_OPCODES and not proposed:   # golden only (execute_proposed)
         return False
     if not 1 <= cmd.length <= MAX_LENGTH:
         return False
@@ -596,6 +596,8 @@ def _shape_ok(cmd):
               VaOpcode.GATHER_CSR) and cmd.esize not in _ESIZE_DTYPE:
         return False
     if op == VaOpcode.TOPK and not 1 <= cmd.k <= min(MAX_K, cmd.length):
+        return False
+    if op == VaOpcode.TOPK_WIDE and not 1 <= cmd.k <= cmd.length:
         return False
     if op == VaOpcode.ROPE and cmd.length % 2:
         return False
@@ -623,6 +625,8 @@ def _ranges(cmd):
         return [(cmd.src, 2 * n, 2), (cmd.dst, n, 1), (cmd.dst2, 4, 4)]
     if op in (VaOpcode.DEQUANTIZE, VaOpcode.CVT_F32):
         return [(cmd.src, 4 * n, 4), (cmd.dst, 2 * n, 2)]
+    if op == VaOpcode.DEQUANTIZE_MEM:
+        return [(cmd.src, 4 * n, 4), (cmd.src2, 4, 4), (cmd.dst, 2 * n, 2)]
     if op in (VaOpcode.MUL_MEM, VaOpcode.ADD_MEM):
         return [(cmd.src, 2 * n, 2), (cmd.src2, 2, 2), (cmd.dst, 2 * n, 2)]
     if op in (VaOpcode.ADD, VaOpcode.MUL, VaOpcode.RMSNORM):
@@ -633,7 +637,7 @@ def _ranges(cmd):
         return [(cmd.src, 2 * n, 2), (cmd.dst, 4, 4)]
     if op == VaOpcode.MAX:
         return [(cmd.src, 2 * n, 2), (cmd.dst, 2, 2)]
-    if op == VaOpcode.TOPK:
+    if op in (VaOpcode.TOPK, VaOpcode.TOPK_WIDE):
         return [(cmd.src, 2 * n, 2), (cmd.dst, 2 * cmd.k, 2), (cmd.dst2, 4 * cmd.k, 4)]
     return [(cmd.src, 2 * n, 2), (cmd.dst, 2 * n, 2)]      # SCALE, SILU, EXP, SOFTMAX, CLAMP, ...
 
@@ -668,7 +672,7 @@ def _index_ranges(cmd, mem):
     return addr, None
 
 
-def execute(cmd, mem, lanes=32):
+def execute(cmd, mem, lanes=32, *, proposed=False):
     """Run ``cmd`` on ``mem`` (a flat ``uint8`` array, physical address = index).
 
     Returns ``(ErrorCode, err_addr)``. On an error ``mem`` is unchanged. Checks, in order:
@@ -679,9 +683,10 @@ def execute(cmd, mem, lanes=32):
     CSR source matrix reaching 2**48 (ERR_ADDR = SRC), a CSR row pointer sequence not
     rising from 0 to ``length`` (SRC2), an index below -1 (CSR: 0) or at/above
     ``index_limit``, then an indexed address reaching 2**48 (the first such index's
-    address).
+    address). ``proposed``: run the :data:`PROPOSED_OPCODES` commands too
+    (:func:`execute_proposed`) instead of refusing them as the RTL does.
     """
-    if not _shape_ok(cmd):
+    if not _shape_ok(cmd, proposed):
         return ErrorCode.BAD_COMMAND, 0
     ranges = _ranges(cmd)
     for addr, nbytes, _ in ranges:
@@ -772,25 +777,28 @@ def _run(cmd, mem, lanes, addrs):
         _store(mem, cmd.dst, np.array([sum_bf16(bf(cmd.src), lanes)], np.uint32))
     elif op == VaOpcode.MAX:
         _store(mem, cmd.dst, np.array([max_bf16(bf(cmd.src))], np.uint16))
-    elif op == VaOpcode.TOPK:
+    elif op in (VaOpcode.TOPK, VaOpcode.TOPK_WIDE):
         values, index = topk_bf16(bf(cmd.src), cmd.k)
         _store(mem, cmd.dst, values)
         _store(mem, cmd.dst2, index)
+    elif op == VaOpcode.DEQUANTIZE_MEM:
+        _store(mem, cmd.dst, dequantize_mem_int32(_load(mem, cmd.src, n, np.int32),
+                                                  _load(mem, cmd.src2, 1, np.uint32)[0], cmd.scalar))
 
 
 # ---------------------------------------------------------------------------------------
 # The layer program's commands beyond SQRT = 21 (golden/program.py needs them; opcodes
-# 22..27 of spec.codes.VaOpcode). RECIP, CVT_F32, MUL_MEM and ADD_MEM are built: the RTL
-# runs them and so does :func:`execute` (above). The proposed ones, DEQUANTIZE_MEM and
-# TOPK_WIDE, have no RTL yet: the RTL refuses them as BAD_COMMAND, and so does
-# :func:`execute`; :func:`execute_proposed` runs them. Each contract is on its member
+# 22..27 of spec.codes.VaOpcode). RECIP, CVT_F32, MUL_MEM, ADD_MEM and TOPK_WIDE are
+# built: the RTL runs them and so does :func:`execute` (above). The proposed one,
+# DEQUANTIZE_MEM, has no RTL yet: the RTL refuses it as BAD_COMMAND, and so does
+# :func:`execute`; :func:`execute_proposed` runs it. Each contract is on its member
 # below; registers as in :class:`VaCommand` (LENGTH elements, byte addresses, SCALAR).
 
 PROGRAM_OPCODES = (VaOpcode.RECIP, VaOpcode.CVT_F32, VaOpcode.MUL_MEM, VaOpcode.ADD_MEM,
                    VaOpcode.DEQUANTIZE_MEM, VaOpcode.TOPK_WIDE)
 """The layer program's commands 22..27 (their contracts: :data:`PROPOSED_CONTRACTS`)."""
 
-PROPOSED_OPCODES = (VaOpcode.DEQUANTIZE_MEM, VaOpcode.TOPK_WIDE)
+PROPOSED_OPCODES = (VaOpcode.DEQUANTIZE_MEM,)
 """The commands of :data:`PROGRAM_OPCODES` with no RTL yet: golden definitions below,
 run by :func:`execute_proposed` only."""
 
@@ -846,36 +854,8 @@ def dequantize_mem_int32(v, row_scale_bits, scale_bits):
     return dequantize_int32(v, int(f32_mul(np.uint32(row_scale_bits), np.uint32(scale_bits))))
 
 
-def _proposed_ranges(cmd):
-    op, n = VaOpcode(cmd.op), cmd.length
-    if op == VaOpcode.DEQUANTIZE_MEM:
-        return [(cmd.src, 4 * n, 4), (cmd.src2, 4, 4), (cmd.dst, 2 * n, 2)]
-    return [(cmd.src, 2 * n, 2), (cmd.dst, 2 * cmd.k, 2), (cmd.dst2, 4 * cmd.k, 4)]   # TOPK_WIDE
-
-
 def execute_proposed(cmd, mem, lanes=32):
-    """:func:`execute`, extended by the :data:`PROPOSED_OPCODES` commands, DEQUANTIZE_MEM
-    and TOPK_WIDE (every other command goes to :func:`execute`; the same checks:
-    BAD_COMMAND for LENGTH or K out of range or a range reaching 2**48, then MISALIGNED)."""
-    if cmd.op not in PROPOSED_OPCODES:
-        return execute(cmd, mem, lanes)
-    op = VaOpcode(cmd.op)
-    n = cmd.length
-    if not 1 <= n <= MAX_LENGTH or (op == VaOpcode.TOPK_WIDE and not 1 <= cmd.k <= n):
-        return ErrorCode.BAD_COMMAND, 0
-    ranges = _proposed_ranges(cmd)
-    for addr, nbytes, _ in ranges:
-        if addr < 0 or addr + nbytes > ADDRESS_LIMIT:
-            return ErrorCode.BAD_COMMAND, addr & 0xFFFFFFFF
-    for addr, _, align in ranges:
-        if addr % align:
-            return ErrorCode.MISALIGNED, addr & 0xFFFFFFFF
-    bf = lambda addr, count=n: _load(mem, addr, count, np.uint16)
-    if op == VaOpcode.DEQUANTIZE_MEM:
-        _store(mem, cmd.dst, dequantize_mem_int32(_load(mem, cmd.src, n, np.int32),
-                                                  _load(mem, cmd.src2, 1, np.uint32)[0], cmd.scalar))
-    else:
-        values, index = topk_bf16(bf(cmd.src), cmd.k)
-        _store(mem, cmd.dst, values)
-        _store(mem, cmd.dst2, index)
-    return ErrorCode.NONE, 0
+    """:func:`execute`, extended by the :data:`PROPOSED_OPCODES` commands (the same
+    checks: BAD_COMMAND for LENGTH or K out of range or a range reaching 2**48, then
+    MISALIGNED)."""
+    return execute(cmd, mem, lanes, proposed=True)

@@ -48,7 +48,8 @@ from spec.va import MAX_K, SUM_INTERLEAVE
 __all__ = ["VaState", "va_cycles", "va_passes", "va_repeat_cycles", "STAND_INS"]
 
 # Opcodes the RTL does not run yet, timed as the command they extend.
-STAND_INS = {VaOpcode.DEQUANTIZE_MEM: VaOpcode.DEQUANTIZE, VaOpcode.TOPK_WIDE: VaOpcode.TOPK}
+STAND_INS = {VaOpcode.DEQUANTIZE_MEM: VaOpcode.DEQUANTIZE}
+
 
 MAX_BURST = 16          # bus words per burst (hdl.va.streams.MAX_BURST)
 READ_FIFO = 64          # words of each operand's FIFO: the reader's credits
@@ -295,6 +296,8 @@ def va_passes(cmd):
         return 3
     if op == VaOpcode.QUANTIZE or (op == VaOpcode.ROPE and cmd.split_half):
         return 2
+    if op == VaOpcode.TOPK_WIDE:
+        return -(-cmd.k // MAX_K_ENTRIES)
     return 1
 
 
@@ -303,8 +306,8 @@ def va_cycles(cmd, *, lanes, data_width, fn_lanes=None, latency, state=None, mem
     """Predicted cycles from START to DONE (as the VA's CTR counts them) of ``cmd`` (a
     :class:`golden.va.VaCommand`) on a VA of ``lanes`` lanes, a ``data_width``-bit bus
     and ``fn_lanes`` function lanes (None: data_width/16), with ``latency`` cycles of
-    memory latency. DEQUANTIZE_MEM and TOPK_WIDE (golden contracts without RTL) are
-    timed as DEQUANTIZE and TOPK (K at most 8): :data:`STAND_INS`.
+    memory latency. DEQUANTIZE_MEM (a golden contract without RTL) is timed as
+    DEQUANTIZE: :data:`STAND_INS`.
     ``state`` (a :class:`VaState`, updated in place): what the previous
     command left; None: the VA after reset. The indexed forms skip the elements whose
     index is -1: ``memory`` (bytes from physical address ``origin``) holds the indices;
@@ -378,6 +381,8 @@ def va_cycles(cmd, *, lanes, data_width, fn_lanes=None, latency, state=None, mem
             index_words = max(1, 32 * MAX_K_ENTRIES // data_width)
             second = [written + SECOND_WAIT + j for j in range(index_words)]
             end = ch.write(second, cmd.dst2, 4 * cmd.k)
+    elif op == VaOpcode.TOPK_WIDE:
+        end = _topk_wide(cmd, stream, ch, x_words(2 * n), pieces, fn, data_width)
     elif op in (VaOpcode.SOFTMAX, VaOpcode.RMSNORM, VaOpcode.QUANTIZE):
         w = x_words(2 * n)
         rms = op == VaOpcode.RMSNORM
@@ -436,6 +441,30 @@ def va_cycles(cmd, *, lanes, data_width, fn_lanes=None, latency, state=None, mem
 
 
 MAX_K_ENTRIES = MAX_K   # TOPK's lists
+WIDE_RESTART = 2        # TOPK_WIDE, pass c > 0: the merge's end → the values' restart
+WIDE_AGAIN = 3          # TOPK_WIDE: the last index word out → the next pass's read
+
+
+def _topk_wide(cmd, stream, ch, w, pieces, fn, data_width):
+    """TOPK_WIDE (hdl.va.rows.RowUnit): ceil(K/8) of TOPK's passes, each TOPK's merge,
+    its values written (after the previous pass's indices are answered), then its
+    indices while the next pass reads x."""
+    value_words = max(1, 16 * MAX_K_ENTRIES // data_width)
+    index_words = max(1, 32 * MAX_K_ENTRIES // data_width)
+    again, answer = 0, 0
+    for c in range(-(-cmd.k // MAX_K_ENTRIES)):
+        count = min(MAX_K_ENTRIES, cmd.k - MAX_K_ENTRIES * c)
+        takes = stream([(cmd.src, 2 * cmd.length), None, None, None],
+                       [[(0, k)] for k in range(w)], pieces, 0, again)
+        first = takes[-1] + pieces - 1 + MAX_K_ENTRIES * fn + MERGE_TAIL
+        if c:
+            first = max(first + WIDE_RESTART, answer + SECOND_WAIT)
+        written = ch.write([first + j for j in range(value_words)],
+                           cmd.dst + 2 * MAX_K_ENTRIES * c, 2 * count)
+        second = [written + SECOND_WAIT + j for j in range(index_words)]
+        answer = ch.write(second, cmd.dst2 + 4 * MAX_K_ENTRIES * c, 4 * count)
+        again = second[-1] + WIDE_AGAIN - READ_START
+    return answer
 
 
 def _packed(takes):

@@ -40,7 +40,7 @@ VERILATOR = dict(verilator_public=PUBLIC, verilator_opt=OPT)
 TESTS = ["elementwise_lengths", "strided_moves", "backpressure", "large", "bad_commands",
          "axi_errors", "start_while_busy", "functions_exhaustive", "row_commands",
          "row_refusals", "indexed_moves", "indexed_errors", "indexed_pauses",
-         "program_commands"]
+         "program_commands", "topk_wide"]
 # cocotb selects a testcase by the end of its name: no name here may end with another.
 
 
@@ -48,7 +48,7 @@ NARROW_L, NARROW_FN_LANES = 32, 2
 """L and FN_LANES of the narrowed build (the ULX3S-85F's setting): each bus word goes
 through the function units in four pieces, and is a quarter of the lane engine's vector."""
 NARROW_TESTS = ["functions_exhaustive", "row_commands", "elementwise_lengths",
-                "program_commands"]
+                "program_commands", "topk_wide"]
 NARROW_EXT_TESTS = ["ext_lengths_and_bounds"]
 
 

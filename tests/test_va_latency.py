@@ -69,6 +69,8 @@ def random_command(op, rng, image, max_n, slot=0):
         return VaCommand(op, n, src=even, dst=dst, dst2=dst2)
     if op == VaOpcode.TOPK:
         return VaCommand(op, n, src=even, dst=dst & ~1, dst2=dst2, k=rng.randrange(1, min(n, 8) + 1))
+    if op == VaOpcode.TOPK_WIDE:        # K kept small: a pass per 8 values
+        return VaCommand(op, n, src=even, dst=dst & ~1, dst2=dst2, k=rng.randrange(1, min(n, 16) + 1))
     if op == VaOpcode.SUM:
         return VaCommand(op, n, src=even, dst=dst & ~3)
     if op == VaOpcode.ROPE:

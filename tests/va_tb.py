@@ -325,6 +325,8 @@ async def functions_exhaustive(dut):
 
 ROWS = (VaOpcode.SOFTMAX, VaOpcode.RMSNORM, VaOpcode.QUANTIZE, VaOpcode.DEQUANTIZE,
         VaOpcode.TOPK, VaOpcode.ROPE)
+WIDE_K = 12 if ICARUS else 40
+"""TOPK_WIDE's random K: at most this (a pass of the row per 8 values; Icarus: two)."""
 
 
 def bf16_values(rng, n, kind="normal"):
@@ -353,7 +355,7 @@ def row_command(bench, rng, op, n, kind="normal", k=None, aligned=False, split=N
     src_bytes = 4 * n if op == VaOpcode.DEQUANTIZE else 2 * n
     cmd = VaCommand(op, n, src=place(3 if op == VaOpcode.DEQUANTIZE else 1, src_bytes),
                     src2=region + place(1, 2 * n), dst=2 * region + place(1, 2 * n),
-                    dst2=3 * region + place(3, 2 * n))
+                    dst2=3 * region + place(3, (4 if op == VaOpcode.TOPK_WIDE else 2) * n))
     if op == VaOpcode.DEQUANTIZE:
         gen = np.random.default_rng(rng.getrandbits(32))
         ints = gen.integers(-(1 << 31), 1 << 31, n, dtype=np.int64)
@@ -370,6 +372,8 @@ def row_command(bench, rng, op, n, kind="normal", k=None, aligned=False, split=N
                                                      .view(np.uint32))])
     if op == VaOpcode.TOPK:
         cmd.k = k if k is not None else rng.randrange(1, min(8, n) + 1)
+    if op == VaOpcode.TOPK_WIDE:
+        cmd.k = k if k is not None else rng.randrange(1, min(WIDE_K, n) + 1)
     if op == VaOpcode.ROPE:
         cmd.split_half = rng.random() < 0.5 if split is None else split
         cmd.src3 = cmd.dst2
@@ -408,8 +412,34 @@ async def row_commands(dut):
 
 
 @cocotb.test()
+async def topk_wide(dut):
+    """TOPK_WIDE (a pass of the row per 8 values) at lengths 1, L-1, L, L+1 and a random
+    one with random K up to WIDE_K, rows of random bits (NaN/inf/subnormal) and tie-heavy
+    rows (ties to the lowest index, NaN last), K = 8, 9, 16, 17 and K = LENGTH (every
+    entry, the NaNs last in index order), random alignments; then random ones under
+    random idle and back-pressure cycles on every memory channel (Icarus: fewer, K up to
+    12)."""
+    bench, rng = await new_bench(dut)
+    w = VaOpcode.TOPK_WIDE
+    for n in (1, L - 1, L, L + 1, rng.randrange(2, 300 if ICARUS else 1500)):
+        await bench.check(row_command(bench, rng, w, n, aligned=n == L))
+    for kind in ("bits", "ties"):
+        await bench.check(row_command(bench, rng, w, rng.randrange(1, 3 * L), kind))
+    for k in (9, 0) if ICARUS else (8, 9, 16, 17, 0):   # 0: K = LENGTH
+        n = rng.randrange(max(k, 2), 3 * L if ICARUS else 6 * L)
+        kind = rng.choice(("ties", "bits"))
+        await bench.check(row_command(bench, rng, w, n, kind, k=k or n))
+    bench.set_pauses(0.3)
+    for _ in range(2 if ICARUS else 6):
+        kind = rng.choice(("normal", "bits", "ties"))
+        await bench.check(row_command(bench, rng, w, rng.randrange(1, 300), kind))
+    bench.set_pauses(0)
+
+
+@cocotb.test()
 async def row_refusals(dut):
-    """TOPK with k = 0, k > 8, k > LENGTH; misaligned DST2 (QUANTIZE, TOPK), DEQUANTIZE's
+    """TOPK (and TOPK_WIDE) with k = 0, k > 8 (TOPK), k > LENGTH; misaligned DST2
+    (QUANTIZE, TOPK, TOPK_WIDE: after SRC and DST), DEQUANTIZE's
     int32 source, a range past 2**48: the golden model's code and ERR_ADDR, no access,
     nothing written."""
     bench, rng = await new_bench(dut)
@@ -422,6 +452,14 @@ async def row_refusals(dut):
         VaCommand(VaOpcode.TOPK, 8, src=o, dst=o + 64, dst2=o + 130, k=2),
         VaCommand(VaOpcode.TOPK, 8, src=o, dst=o + 65, dst2=o + 128, k=2),
         VaCommand(VaOpcode.TOPK, 8, src=o, dst=o + 64, dst2=top + 40, k=8),
+        VaCommand(VaOpcode.TOPK_WIDE, 8, src=o, dst=o + 64, dst2=o + 128, k=0),
+        VaCommand(VaOpcode.TOPK_WIDE, 20, src=o, dst=o + 64, dst2=o + 128, k=21),
+        VaCommand(VaOpcode.TOPK_WIDE, 65537, src=o, dst=o + 64, dst2=o + 128, k=9),
+        VaCommand(VaOpcode.TOPK_WIDE, 20, src=o, dst=o + 64, dst2=o + 130, k=12),
+        VaCommand(VaOpcode.TOPK_WIDE, 20, src=o, dst=o + 65, dst2=o + 130, k=12),
+        VaCommand(VaOpcode.TOPK_WIDE, 20, src=o + 1, dst=o + 65, dst2=o + 128, k=12),
+        VaCommand(VaOpcode.TOPK_WIDE, 20, src=o, dst=top + 44, dst2=o + 128, k=12),
+        VaCommand(VaOpcode.TOPK_WIDE, 20, src=o, dst=o + 64, dst2=top + 20, k=12),
         VaCommand(VaOpcode.QUANTIZE, 8, src=o, dst=o + 65, dst2=o + 130),
         VaCommand(VaOpcode.QUANTIZE, 8, src=o + 1, dst=o + 65, dst2=o + 128),
         VaCommand(VaOpcode.QUANTIZE, 8, src=o, dst=top + 60, dst2=o + 128),
@@ -437,6 +475,7 @@ async def row_refusals(dut):
     for cmd in cases:
         await bench.check(cmd)
     await bench.check(row_command(bench, rng, VaOpcode.TOPK, 50))
+    await bench.check(row_command(bench, rng, VaOpcode.TOPK_WIDE, 50, k=20))
 
 
 # The layer program's commands: RECIP (its exhaustive run is in functions_exhaustive),

@@ -9,9 +9,10 @@ Data flow of one command::
     strided GATHER:                                                     ├─► StreamWriter
       StridedGather (one read per element, many in flight) ─────────────┘
     row commands (EXP, SILU, DEQUANTIZE, SOFTMAX, RMSNORM, QUANTIZE, TOPK, MAX, RECIP,
-    CVT_F32; fn_lanes elements a cycle through the function units; a pass per read of
-    the operands, see hdl.va.rows):
-      OperandReader ─► Realign ─► RowUnit ─► StreamWriter (again at DST2: QUANTIZE, TOPK)
+    CVT_F32, TOPK_WIDE; fn_lanes elements a cycle through the function units; a pass per
+    read of the operands, see hdl.va.rows):
+      OperandReader ─► Realign ─► RowUnit ─► StreamWriter (again at DST2: QUANTIZE, TOPK;
+                                             TOPK_WIDE: DST + 16c, DST2 + 32c per pass c)
     CLAMP, SOFTPLUS, SQRT (fn_lanes elements a cycle, a pipeline that never stalls):
       OperandReader ─► Realign ─► [WidthAdapter ─►] ExtUnit (hdl.va.extfunc) ─► StreamWriter
 
@@ -59,7 +60,7 @@ RTL_OPCODES = (VaOpcode.GATHER, VaOpcode.SCATTER, VaOpcode.ADD, VaOpcode.MUL, Va
                VaOpcode.EXP, VaOpcode.SILU, VaOpcode.SUM, VaOpcode.MAX, VaOpcode.SOFTMAX,
                VaOpcode.RMSNORM, VaOpcode.QUANTIZE, VaOpcode.DEQUANTIZE, VaOpcode.TOPK,
                VaOpcode.ROPE, VaOpcode.RECIP, VaOpcode.CVT_F32, VaOpcode.MUL_MEM,
-               VaOpcode.ADD_MEM, *INDEXED_OPCODES) + EXT_OPCODES
+               VaOpcode.ADD_MEM, VaOpcode.TOPK_WIDE, *INDEXED_OPCODES) + EXT_OPCODES
 """The commands this RTL runs; START refuses the others with BAD_COMMAND."""
 
 
@@ -127,11 +128,13 @@ class VectorCore(wiring.Component):
         is_sum, is_max = cmd.op == VaOpcode.SUM, cmd.op == VaOpcode.MAX
         two = (cmd.op == VaOpcode.ADD) | (cmd.op == VaOpcode.MUL)
         rms, topk = cmd.op == VaOpcode.RMSNORM, cmd.op == VaOpcode.TOPK
+        wide = cmd.op == VaOpcode.TOPK_WIDE
         quant, dequant = cmd.op == VaOpcode.QUANTIZE, cmd.op == VaOpcode.DEQUANTIZE
         rope = cmd.op == VaOpcode.ROPE
         wide_src = dequant | (cmd.op == VaOpcode.CVT_F32)    # int32 / binary32 at SRC
         bcast = (cmd.op == VaOpcode.MUL_MEM) | (cmd.op == VaOpcode.ADD_MEM)
-        one_dst = is_sum | is_max | quant | topk
+        one_dst = is_sum | is_max | quant | topk | wide
+        k = cmd.k[:17]          # TOPK, TOPK_WIDE: a larger K is refused (bad_shape)
         size = Signal(3)
         m.d.comb += size.eq(1 << cmd.esize)
         # (address, bytes, alignment mask, checked) in the order ERR_ADDR reports them.
@@ -152,9 +155,9 @@ class VectorCore(wiring.Component):
             (cmd.dst, 4, 3, is_sum),
             (cmd.dst, 2, 1, is_max),
             (cmd.dst, n, 0, quant),
-            (cmd.dst, cmd.k[:4] << 1, 1, topk),
+            (cmd.dst, k << 1, 1, topk | wide),
             (cmd.dst2, 4, 3, quant),
-            (cmd.dst2, cmd.k[:4] << 2, 3, topk),
+            (cmd.dst2, k << 2, 3, topk | wide),
             (cmd.src2, n << 2, 3, gidx | sidx),
             (cmd.dst, n << cmd.esize, size - 1, gidx),
             (cmd.src, n << cmd.esize, size - 1, sidx),
@@ -165,6 +168,7 @@ class VectorCore(wiring.Component):
         bad_shape = (~known | (cmd.length == 0) | (cmd.length > MAX_LENGTH)
                      | (moves & (cmd.esize == 3))
                      | (topk & ((cmd.k == 0) | (cmd.k > MAX_K) | (cmd.k > cmd.length)))
+                     | (wide & ((cmd.k == 0) | (cmd.k > cmd.length)))
                      | (rope & cmd.length[0])
                      | ((cmd.op == VaOpcode.CLAMP) & ~clamp_bounds_ok(cmd.scalar)))
         base = Mux(sidx, cmd.dst, cmd.src)          # the indexed forms' base
@@ -224,6 +228,7 @@ class VectorCore(wiring.Component):
         ext = Cat(*(cmd.op == op for op in EXT_OPCODES)).any()
         rms, dequant = cmd.op == VaOpcode.RMSNORM, cmd.op == VaOpcode.DEQUANTIZE
         quant, topk = cmd.op == VaOpcode.QUANTIZE, cmd.op == VaOpcode.TOPK
+        wide = cmd.op == VaOpcode.TOPK_WIDE
         rope = cmd.op == VaOpcode.ROPE
         wide_src = dequant | (cmd.op == VaOpcode.CVT_F32)
         bcast = (cmd.op == VaOpcode.MUL_MEM) | (cmd.op == VaOpcode.ADD_MEM)
@@ -236,7 +241,8 @@ class VectorCore(wiring.Component):
         second = Signal()               # the writer's second result (QUANTIZE, TOPK, ROPE)
         out_bytes = Signal(range(4 * MAX_LENGTH + 1))   # the first result's bytes
         m.d.comb += out_bytes.eq(Mux(gather, n << cmd.esize, Mux(scatter | indexed, 0, Mux(
-            is_sum, 4, Mux(is_max, 2, Mux(quant | split, n, Mux(topk, cmd.k[:4] << 1, n << 1)))))))
+            is_sum, 4, Mux(is_max, 2, Mux(quant | split, n, Mux(topk, cmd.k[:4] << 1, Mux(
+                wide, Mux(cmd.k[:17] > MAX_K, MAX_K, cmd.k[:4]) << 1, n << 1))))))))
 
         m.submodules.reader = reader = OperandReader(width, 4)
         m.submodules.gatherer = gatherer = StridedGather(width)
@@ -244,6 +250,12 @@ class VectorCore(wiring.Component):
         m.submodules.writer = writer = StreamWriter(width)
         m.submodules.scatterer = scatterer = StridedScatter(width)
         m.submodules.rows = rows = ResetInserter(go)(RowUnit(width, self.fn_lanes))
+        # TOPK, TOPK_WIDE: the entries of the row unit's chunk (8 a chunk, the rest last)
+        chunk_left = Signal(range(MAX_LENGTH + 1))
+        chunk_count = Signal(range(MAX_K + 1))
+        m.d.comb += [chunk_left.eq(cmd.k[:17] - (rows.chunk << 3)),
+                     chunk_count.eq(Mux(chunk_left > MAX_K, MAX_K, chunk_left))]
+
         ext_unit, ext_io = self._ext_unit(m, go)
         m.submodules.indexed = mover = IndexedMover(width, VaCommandLayout())
         m.d.comb += [mover.start.eq(go & indexed), mover.cmd.eq(cmd), mover.abort.eq(abort)]
@@ -301,7 +313,7 @@ class VectorCore(wiring.Component):
                     wiring.connect(m, realign.o, engine_in)
         m.d.comb += [
             reader.start.eq(go | again), engine.op.eq(cmd.op),
-            rows.op.eq(cmd.op), rows.n.eq(n), rows.k.eq(cmd.k[:4]), rows.scalar.eq(cmd.scalar),
+            rows.op.eq(cmd.op), rows.n.eq(n), rows.k.eq(cmd.k[:17]), rows.scalar.eq(cmd.scalar),
             rows.split.eq(cmd.split_half),
             ext_unit.op.eq(cmd.op), ext_unit.scalar.eq(cmd.scalar),
             rows.writer_done.eq(writer.done),
@@ -317,10 +329,11 @@ class VectorCore(wiring.Component):
             # QUANTIZE and TOPK write a second result at DST2 once the first is written;
             # split-half ROPE the second halves at DST + LENGTH bytes
             writer.start.eq(go | second),
-            writer.addr.eq(Mux(scatter | indexed, 0,
-                               Mux(second, Mux(rope, cmd.dst + n, cmd.dst2), cmd.dst))),
-            writer.nbytes.eq(Mux(second, Mux(rope, n, Mux(quant, 4, cmd.k[:4] << 2)),
-                                 out_bytes)),
+            writer.addr.eq(Mux(scatter | indexed, 0, Mux(second, Mux(
+                rope, cmd.dst + n, Mux(rows.indices, cmd.dst2 + (rows.chunk << 5),
+                                       cmd.dst + (rows.chunk << 4))), cmd.dst))),
+            writer.nbytes.eq(Mux(second, Mux(rope, n, Mux(quant, 4, Mux(
+                rows.indices, chunk_count << 2, chunk_count << 1))), out_bytes)),
         ]
         for unit in (reader, gatherer, writer, scatterer):
             m.d.comb += unit.abort.eq(abort)

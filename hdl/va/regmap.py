@@ -275,7 +275,7 @@ REGISTERS = (
         "access": "RW",
         "read_strobe": False,
         "description": ("Second result: the binary32 scale (QUANTIZE), the int32 indices "
-                        "(TOPK)."),
+                        "(TOPK, TOPK_WIDE)."),
         "fields": (
             {"name": "ADDR", "lsb": 0, "width": 32, "access": "RW", "reset": 0x0, "encode": None,
              "description": "Byte address bits 31:0."},
@@ -322,7 +322,8 @@ REGISTERS = (
         "offset": 0x0060,
         "access": "RW",
         "read_strobe": False,
-        "description": "TOPK: number of values, 1..min(8, LENGTH).",
+        "description": ("TOPK: number of values, 1..min(8, LENGTH); TOPK_WIDE: 1..LENGTH (a "
+                        "pass of the row per 8 values)."),
         "fields": (
             {"name": "VALUE", "lsb": 0, "width": 32, "access": "RW", "reset": 0x0, "encode": None,
              "description": "Value."},
@@ -466,6 +467,7 @@ ENUMS = {
         {"name": "ADD_MEM", "value": 0x19, "description": "x + s, s the bf16 at SRC2"},
         {"name": "DEQUANTIZE_MEM", "value": 0x1a, "description":
          "int32 * (binary32 at SRC2 * SCALAR) -> bf16"},
-        {"name": "TOPK_WIDE", "value": 0x1b, "description": "TOPK with 1 <= K <= LENGTH"},
+        {"name": "TOPK_WIDE", "value": 0x1b, "description":
+         "TOPK with 1 <= K <= LENGTH (a pass of the row per 8 values)"},
     ),
 }

@@ -19,6 +19,9 @@ QUANTIZE    1: absmax; 2: int8 of x · recip(scale) out      scale = absmax · R
                                                             the scale to DST2
 TOPK        1: per lane the best 8 (value, index)           merge of the lanes' lists,
                                                             values to DST, indices to DST2
+TOPK_WIDE   ceil(K/8): TOPK's pass, each over the entries   after pass c: TOPK's merge,
+            after pass c-1's last pick (in the order        8 values to DST + 16c, their
+            value, then index: a strict total order)        indices to DST2 + 32c
 MAX         TOPK's pass and merge                           the first value to DST
 ROPE        adjacent pairs: 1 (x, cos, sin), results out
             split-half: 1: first halves out (x[:n/2],       the writer restarts at
@@ -60,7 +63,7 @@ __all__ = ["ROW_OPCODES", "RowUnit", "RopeLanes", "MAX_K"]
 
 ROW_OPCODES = (VaOpcode.EXP, VaOpcode.SILU, VaOpcode.DEQUANTIZE, VaOpcode.SOFTMAX,
                VaOpcode.RMSNORM, VaOpcode.QUANTIZE, VaOpcode.TOPK, VaOpcode.MAX, VaOpcode.ROPE,
-               VaOpcode.RECIP, VaOpcode.CVT_F32)
+               VaOpcode.RECIP, VaOpcode.CVT_F32, VaOpcode.TOPK_WIDE)
 """The commands :class:`RowUnit` runs."""
 
 SUM_BITS = 58               # 65 536 terms below 2**41
@@ -178,6 +181,14 @@ class RowUnit(wiring.Component):
     ``done`` once nothing more is to come (always for other commands). The unit is meant
     to be reset at every command's start.
 
+    TOPK_WIDE repeats TOPK's pass and merge ``ceil(k/8)`` times; pass c takes only the
+    entries after pass c-1's eighth pick (``_better`` is a strict total order over
+    (value, index), so the passes pick ranks 8c..8c+7 of golden.va.topk_bf16). Each
+    ``second`` pulse restarts the writer for chunk ``chunk``: its values (``indices`` 0:
+    DST + 16·chunk, min(8, k - 8·chunk) bf16; chunk 0's values are the writer's first
+    stream, started by the core) or its indices (``indices`` 1: DST2 + 32·chunk). The
+    next pass reads x while the writer writes the indices.
+
     ``fn_lanes`` (default ``data_width/16``): the element pipeline and the RoPE lanes are
     built that many elements wide and take each word in ``data_width / (16 · fn_lanes)``
     pieces (:class:`hdl.va.narrow.WidthAdapter`); the reductions (max, sums, TOPK's
@@ -194,7 +205,7 @@ class RowUnit(wiring.Component):
         super().__init__({
             "op": In(8),
             "n": In(range(MAX_LENGTH + 1)),
-            "k": In(range(MAX_K + 1)),
+            "k": In(range(MAX_LENGTH + 1)),
             "scalar": In(32),
             "x": In(stream.Signature(data_width)),
             "y": In(stream.Signature(data_width)),
@@ -205,6 +216,8 @@ class RowUnit(wiring.Component):
             "again": Out(1),
             "use_y": Out(1),
             "second": Out(1),
+            "chunk": Out(range(MAX_LENGTH // MAX_K)),
+            "indices": Out(1),
             "writer_done": In(1),
             "done": Out(1),
         })
@@ -264,7 +277,8 @@ class RowUnit(wiring.Component):
         quantize, dequantize = op == VaOpcode.QUANTIZE, op == VaOpcode.DEQUANTIZE
         # MAX is TOPK's first value (golden.va.max_bf16), without the indices
         is_max, rope = op == VaOpcode.MAX, op == VaOpcode.ROPE
-        topk = (op == VaOpcode.TOPK) | is_max
+        topk_wide = op == VaOpcode.TOPK_WIDE
+        topk = (op == VaOpcode.TOPK) | is_max | topk_wide
         split = rope & self.split
         cvt_f32 = op == VaOpcode.CVT_F32
         packed = quantize | dequantize | cvt_f32  # half a word of results per input word
@@ -387,15 +401,21 @@ class RowUnit(wiring.Component):
         emax = best.key[:8]
         cands = []
         poisoned = []
+        # TOPK_WIDE after its first pass: only the entries after the last pick
+        thr = Signal(Entry())
+        have_thr = Signal()
         for lane in range(fn):
             x = p_word[lane]
             inside = a_valid & (p_base + lane < n)
             key = Signal(range(-2, 0x10000), name=f"key{lane}")
             exp_field = x[7:15]
-            with m.If(~inside):
+            raw = Signal(range(-2, 0x10000), name=f"raw{lane}")
+            m.d.comb += raw.eq(order_key(x))
+            after = (thr.key > raw) | ((thr.key == raw) & (thr.index < p_base + lane))
+            with m.If(~inside | (have_thr & ~after)):
                 m.d.comb += key.eq(-2)
             with m.Elif(softmax | topk):
-                m.d.comb += key.eq(order_key(x))
+                m.d.comb += key.eq(raw)
             with m.Elif(rmsnorm):
                 m.d.comb += key.eq(exp_field)
             with m.Else():
@@ -597,7 +617,16 @@ class RowUnit(wiring.Component):
                 m.d.sync += merged_count.eq(merged_count + 1)
                 with m.If(merged_count == len(chain) - 1):   # every candidate is in
                     m.d.sync += merging.eq(0)
-                    m.next = "VALUES"
+                    with m.If(topk_wide & (self.chunk != 0)):
+                        m.next = "WAIT_VALUES"
+                    with m.Else():
+                        m.next = "VALUES"
+            with m.State("WAIT_VALUES"):           # TOPK_WIDE: the last indices written
+                with m.If(self.writer_done):
+                    m.next = "RESTART_VALUES"
+            with m.State("RESTART_VALUES"):        # the writer at DST + 16·chunk
+                m.d.comb += self.second.eq(1)
+                m.next = "VALUES"
             with m.State("VALUES"):
                 values = Cat(*(e.value for e in final))
                 m.d.comb += [self.o.valid.eq(1),
@@ -614,7 +643,7 @@ class RowUnit(wiring.Component):
                 with m.If(self.writer_done):
                     m.next = "RESTART_WRITER"
             with m.State("RESTART_WRITER"):
-                m.d.comb += self.second.eq(1)
+                m.d.comb += [self.second.eq(1), self.indices.eq(1)]
                 m.next = "SECOND"
             with m.State("SECOND"):
                 indices = Cat(*(Cat(e.index, Const(0, 32 - len(e.index))) for e in final))
@@ -624,7 +653,16 @@ class RowUnit(wiring.Component):
                 with m.If(self.o.ready):
                     m.d.sync += out_words.eq(out_words + 1)
                     with m.If(quantize | (out_words == words_of(32 * MAX_K) - 1)):
-                        m.next = "DONE"
+                        m.d.sync += out_words.eq(0)
+                        with m.If(topk_wide & (self.chunk != (self.k - 1) >> 3)):
+                            m.next = "NEXT_CHUNK"
+                        with m.Else():
+                            m.next = "DONE"
+            with m.State("NEXT_CHUNK"):            # TOPK_WIDE: the next 8, after the last pick
+                m.d.sync += [self.chunk.eq(self.chunk + 1), taken.eq(0), results.eq(0),
+                             thr.eq(final[-1]), have_thr.eq(1)]
+                m.d.sync += [e.key.eq(-2) for e in final]
+                m.next = "AGAIN"
             with m.State("DONE"):
                 m.d.comb += self.done.eq(1)
         with m.If(~has_second):

@@ -14,7 +14,7 @@ from hdl.ma.core import MAX_DIM, MatrixCore, check_parameters
 from hdl.top.shared import connect_core_command, report_command
 from spec.codes import BlockId
 
-__all__ = ["MA_VERSION", "MaTop", "caps_word"]
+__all__ = ["MA_VERSION", "MaTop", "caps_word", "connect_registers"]
 
 MA_VERSION = 1
 
@@ -23,6 +23,28 @@ def caps_word(p, data_width):
     """CAPS of the MA: bits 7:0 P, 15:8 bus width in bytes, 23:16 the largest M/K/N
     (128 reads as 0x80), 27:24 TAT entries."""
     return p | (data_width // 8) << 8 | MAX_DIM << 16 | 4 << 24
+
+
+def connect_registers(m, regs, core):
+    """The MA's command registers and TAT entries → ``core`` (a
+    :class:`~hdl.ma.core.MatrixCore`); shared by :class:`MaTop` and the tile."""
+    cmd = core.cmd
+    m.d.comb += [
+        cmd.mode.eq(regs.mode.mode), cmd.accumulate.eq(regs.mode.accumulate),
+        cmd.a_addr.eq(regs.a_addr.addr), cmd.b_addr.eq(regs.b_addr.addr),
+        cmd.c_addr.eq(regs.c_addr.addr),
+        cmd.lda.eq(regs.lda.stride), cmd.ldb.eq(regs.ldb.stride),
+        cmd.ldc.eq(regs.ldc.stride),
+        cmd.m.eq(regs.m.value), cmd.k.eq(regs.k.value), cmd.n.eq(regs.n.value),
+    ]
+    for i, entry in enumerate(core.tat):
+        logic = getattr(regs, f"tat_logic_{i}")
+        m.d.comb += [
+            entry.valid.eq(logic.valid), entry.size.eq(logic.size),
+            entry.logical_page.eq(logic.base),
+            entry.physical_page.eq(getattr(regs, f"tat_phys_lo_{i}").base
+                                   | getattr(regs, f"tat_phys_hi_{i}").base << 20),
+        ]
 
 
 class MaTop(wiring.Component):
@@ -59,24 +81,7 @@ class MaTop(wiring.Component):
 
         drive_common_registers(m, regs, timebase, BlockId.MA, MA_VERSION,
                                caps_word(self.p, self.data_width))
-        # Command registers and TAT entries → core.
-        cmd = core.cmd
-        m.d.comb += [
-            cmd.mode.eq(regs.mode.mode), cmd.accumulate.eq(regs.mode.accumulate),
-            cmd.a_addr.eq(regs.a_addr.addr), cmd.b_addr.eq(regs.b_addr.addr),
-            cmd.c_addr.eq(regs.c_addr.addr),
-            cmd.lda.eq(regs.lda.stride), cmd.ldb.eq(regs.ldb.stride),
-            cmd.ldc.eq(regs.ldc.stride),
-            cmd.m.eq(regs.m.value), cmd.k.eq(regs.k.value), cmd.n.eq(regs.n.value),
-        ]
-        for i, entry in enumerate(core.tat):
-            logic = getattr(regs, f"tat_logic_{i}")
-            m.d.comb += [
-                entry.valid.eq(logic.valid), entry.size.eq(logic.size),
-                entry.logical_page.eq(logic.base),
-                entry.physical_page.eq(getattr(regs, f"tat_phys_lo_{i}").base
-                                       | getattr(regs, f"tat_phys_hi_{i}").base << 20),
-            ]
+        connect_registers(m, regs, core)
         # Command life cycle: START → status → core, and back.
         connect_core_command(m, regs, status, core)
         report_command(m, self, regs, status, timebase, cycle_counter=True)

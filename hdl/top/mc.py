@@ -17,7 +17,7 @@ from hdl.mc.prefetch import check_lines
 from hdl.top.shared import drive_interrupt
 from spec.codes import BlockId, ErrorCode
 
-__all__ = ["MC_VERSION", "McTop", "caps_word"]
+__all__ = ["MC_VERSION", "McTop", "caps_word", "connect_registers"]
 
 MC_VERSION = 1
 COUNTERS = ("reads", "writes", "errors", "axi_reads", "hits", "misses", "prefetches",
@@ -28,6 +28,38 @@ def caps_word(channels, data_width, prefetch_lines):
     """CAPS of the MC: bits 3:0 channels, 15:8 bus width in bytes, 23:16 the largest
     burst in beats, 31:24 prefetch-buffer lines."""
     return channels | (data_width // 8) << 8 | MAX_BURST << 16 | prefetch_lines << 24
+
+
+def connect_registers(m, top, regs, core):
+    """The MC's registers ↔ ``core`` (a :class:`~hdl.mc.core.McCore`): STATUS.BUSY,
+    WINDOW, the last error until CLEAR.ERROR, the interrupt of ``top`` and the event
+    counters; shared by :class:`McTop` and the tile."""
+    m.d.comb += [
+        regs.status.busy.eq(core.busy),
+        core.window.eq(regs.window.bytes),
+        regs.atp_status.window_bad.eq(core.window_bad),
+    ]
+    # The last error, kept until CLEAR.ERROR.
+    error, code, addr = Signal(), Signal(8), Signal(32)
+    with m.If(regs.clear.error):
+        m.d.sync += [error.eq(0), code.eq(ErrorCode.NONE), addr.eq(0)]
+    with m.If(core.error != 0):
+        m.d.sync += [error.eq(1), code.eq(core.error), addr.eq(core.error_addr)]
+    m.d.comb += [
+        regs.status.error.eq(error), regs.error.code.eq(code), regs.err_addr.addr.eq(addr),
+        regs.irq_status.error_set.eq(core.error != 0),
+    ]
+    drive_interrupt(m, top, regs)
+    events = {"reads": core.ev_read, "writes": core.ev_write, "errors": core.ev_error,
+              "axi_reads": core.ev_burst, "hits": core.ev_hit, "misses": core.ev_miss,
+              "prefetches": core.ev_prefetch, "evicted_unused": core.ev_evicted}
+    for name in COUNTERS:
+        count = Signal(32, name=f"count_{name}")
+        with m.If(regs.clear.counters):
+            m.d.sync += count.eq(0)
+        with m.Else():
+            m.d.sync += count.eq(count + events[name])
+        m.d.comb += getattr(regs, name).count.eq(count)
 
 
 class McTop(wiring.Component):
@@ -72,30 +104,5 @@ class McTop(wiring.Component):
 
         drive_common_registers(m, regs, timebase, BlockId.MC, MC_VERSION,
                                caps_word(self.channels, self.data_width, self.prefetch_lines))
-        m.d.comb += [
-            regs.status.busy.eq(core.busy),
-            core.window.eq(regs.window.bytes),
-            regs.atp_status.window_bad.eq(core.window_bad),
-        ]
-        # The last error, kept until CLEAR.ERROR.
-        error, code, addr = Signal(), Signal(8), Signal(32)
-        with m.If(regs.clear.error):
-            m.d.sync += [error.eq(0), code.eq(ErrorCode.NONE), addr.eq(0)]
-        with m.If(core.error != 0):
-            m.d.sync += [error.eq(1), code.eq(core.error), addr.eq(core.error_addr)]
-        m.d.comb += [
-            regs.status.error.eq(error), regs.error.code.eq(code), regs.err_addr.addr.eq(addr),
-            regs.irq_status.error_set.eq(core.error != 0),
-        ]
-        drive_interrupt(m, self, regs)
-        events = {"reads": core.ev_read, "writes": core.ev_write, "errors": core.ev_error,
-                  "axi_reads": core.ev_burst, "hits": core.ev_hit, "misses": core.ev_miss,
-                  "prefetches": core.ev_prefetch, "evicted_unused": core.ev_evicted}
-        for name in COUNTERS:
-            count = Signal(32, name=f"count_{name}")
-            with m.If(regs.clear.counters):
-                m.d.sync += count.eq(0)
-            with m.Else():
-                m.d.sync += count.eq(count + events[name])
-            m.d.comb += getattr(regs, name).count.eq(count)
+        connect_registers(m, self, regs, core)
         return m

@@ -14,7 +14,7 @@ from hdl.va import regmap
 from hdl.va.core import VectorCore, check_parameters
 from spec.codes import BlockId
 
-__all__ = ["VA_VERSION", "VaTop", "caps_word"]
+__all__ = ["VA_VERSION", "VaTop", "caps_word", "connect_registers"]
 
 VA_VERSION = 1
 
@@ -24,6 +24,26 @@ def caps_word(lanes, data_width, fn_lanes=None):
     (``fn_lanes``; None: DATA_WIDTH/16)."""
     fn_lanes = data_width // 16 if fn_lanes is None else fn_lanes
     return lanes | (data_width // 8) << 8 | fn_lanes << 16
+
+
+def connect_registers(m, regs, core):
+    """The VA's command registers → ``core`` (a :class:`~hdl.va.core.VectorCore`);
+    shared by :class:`VaTop` and the tile."""
+    cmd = core.cmd
+    m.d.comb += [
+        cmd.op.eq(regs.opcode.op), cmd.esize.eq(regs.opcode.esize),
+        cmd.length.eq(regs.length.value),
+        cmd.src.eq(regs.src_lo.addr | regs.src_hi.addr << 32),
+        cmd.src2.eq(regs.src2_lo.addr | regs.src2_hi.addr << 32),
+        cmd.dst.eq(regs.dst_lo.addr | regs.dst_hi.addr << 32),
+        cmd.dst2.eq(regs.dst2_lo.addr | regs.dst2_hi.addr << 32), cmd.k.eq(regs.k.value),
+        cmd.src3.eq(regs.src3_lo.addr | regs.src3_hi.addr << 32),
+        cmd.split_half.eq(regs.opcode.split_half),
+        cmd.stride.eq(regs.stride.value), cmd.scalar.eq(regs.scalar.value),
+        cmd.src3.eq(regs.src3_lo.addr | regs.src3_hi.addr << 32),
+        cmd.index_limit.eq(regs.index_limit.value), cmd.rows.eq(regs.rows.value),
+        cmd.row_stride.eq(regs.row_stride.value),
+    ]
 
 
 class VaTop(wiring.Component):
@@ -63,21 +83,7 @@ class VaTop(wiring.Component):
 
         drive_common_registers(m, regs, timebase, BlockId.VA, VA_VERSION,
                                caps_word(self.lanes, self.data_width, self.fn_lanes))
-        cmd = core.cmd
-        m.d.comb += [
-            cmd.op.eq(regs.opcode.op), cmd.esize.eq(regs.opcode.esize),
-            cmd.length.eq(regs.length.value),
-            cmd.src.eq(regs.src_lo.addr | regs.src_hi.addr << 32),
-            cmd.src2.eq(regs.src2_lo.addr | regs.src2_hi.addr << 32),
-            cmd.dst.eq(regs.dst_lo.addr | regs.dst_hi.addr << 32),
-            cmd.dst2.eq(regs.dst2_lo.addr | regs.dst2_hi.addr << 32), cmd.k.eq(regs.k.value),
-            cmd.src3.eq(regs.src3_lo.addr | regs.src3_hi.addr << 32),
-            cmd.split_half.eq(regs.opcode.split_half),
-            cmd.stride.eq(regs.stride.value), cmd.scalar.eq(regs.scalar.value),
-            cmd.src3.eq(regs.src3_lo.addr | regs.src3_hi.addr << 32),
-            cmd.index_limit.eq(regs.index_limit.value), cmd.rows.eq(regs.rows.value),
-            cmd.row_stride.eq(regs.row_stride.value),
-        ]
+        connect_registers(m, regs, core)
         connect_core_command(m, regs, status, core)
         report_command(m, self, regs, status, timebase, cycle_counter=True)
         return m

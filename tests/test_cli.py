@@ -142,7 +142,7 @@ def test_verilog_to_standard_output(tmp_path, monkeypatch, capsys):
 
 def test_every_block_is_registered_once_by_its_own_module():
     blocks = registry()
-    assert sorted(blocks) == ["ma", "mc", "muon", "va"]
+    assert sorted(blocks) == ["ma", "mc", "muon", "tile", "va"]
     for name, block in blocks.items():
         assert type(block).__module__ == "sim.blocks" and block.name == name
         assert block.verilog_name == f"v4hw_{name}"

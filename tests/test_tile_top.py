@@ -1,0 +1,202 @@
+# amaranth: UnusedElaboratable=no
+"""The tile's control port in the Amaranth simulator (``hdl/tile/control.py``): the
+decoder in front of a register block per window (the MA's, VA's, MC's and migrate
+engine's maps), the tile's own registers, SLVERR outside every block, IRQ_SOURCE and
+the interrupt; and the tile's parameter checks (``hdl/tile/top.py``), which refuse a
+configuration before anything is built.
+
+The whole tile runs under cocotb (``tests/test_tile_cocotb.py``)."""
+
+import random
+
+import pytest
+from amaranth.hdl import Module, Signal
+from amaranth.lib import wiring
+
+from hdl.common.axi import AxiResp
+from hdl.common.regblock import RegisterBlock
+from hdl.ma import regmap as ma_regmap
+from hdl.mc import regmap as mc_regmap
+from hdl.tile import migrate_regmap
+from hdl.tile import regmap as tile_regmap
+from hdl.tile.control import CLASS_NODES, IRQ_BLOCKS, TILE_VERSION, TileControl, caps_word
+from hdl.tile.top import BLOCKS, SMALL, TileTop
+from hdl.va import regmap as va_regmap
+from sim.blocks import descriptor
+from sim.regs import Registers
+from spec.codes import BlockId, TrafficClass
+from spec.tile import BLOCK_WINDOW_BITS, DEFAULT_NODES, TileBlock, base
+from tests.test_regblock import SimAxiLiteMaster, simulate
+
+MAPS = {"ma": ma_regmap, "va": va_regmap, "mc": mc_regmap, "migrate": migrate_regmap}
+IDS = {"ma": BlockId.MA, "va": BlockId.VA, "mc": BlockId.MC, "migrate": BlockId.MIGRATE}
+INFO = dict(cols=2, rows=2, data_width=128, nodes=DEFAULT_NODES, ma_p=4, va_l=8,
+            va_fn_lanes=8, mc_channels=2, flit_bits=145, credits=32)
+# An RW register of each block's map, to write through its window.
+SCRATCH = {"ma": "M", "va": "LENGTH", "mc": "WINDOW", "migrate": "LENGTH"}
+
+
+def _run(testbench, rng=None):
+    dut = TileControl(BLOCKS, INFO)
+    blocks = {name: RegisterBlock(MAPS[name]) for name in BLOCKS}
+    top = Module()
+    top.submodules.control = dut
+    now = Signal(64)
+    top.d.sync += now.eq(now + 1)
+    top.d.comb += dut.now.eq(now)
+    for name, regs in blocks.items():
+        top.submodules[name] = regs
+        wiring.connect(top, getattr(dut, name), regs.bus)
+        top.d.comb += regs.id.block.eq(IDS[name])
+
+    async def bench(ctx):
+        master = SimAxiLiteMaster(ctx, dut.bus, rng)
+        await testbench(ctx, master, dut, now)
+
+    simulate(top, bench)
+
+
+def _regs(master, name):
+    return Registers(master, MAPS[name] if name != "tile" else tile_regmap, base=base(name))
+
+
+def test_each_window_reaches_its_block():
+    async def bench(ctx, master, dut, now):
+        for name in BLOCKS:
+            regs = _regs(master, name)
+            assert (await regs.read_fields("ID"))["BLOCK"] == IDS[name], name
+        # A write through one window changes that block's register only.
+        for k, name in enumerate(BLOCKS):
+            await _regs(master, name).write(SCRATCH[name], 0x100 + k)
+        for k, name in enumerate(BLOCKS):
+            assert await _regs(master, name).read(SCRATCH[name]) == 0x100 + k, name
+        # Byte strobes pass through.
+        regs = _regs(master, "ma")
+        assert await regs.write_bytes("M", b"\x7f", 1) == AxiResp.OKAY
+        assert await regs.read("M") == 0x7F00 | 0x100
+        # An offset with no register inside a block's window: that block's SLVERR.
+        for name in BLOCKS:
+            regs = _regs(master, name)
+            value, resp = await regs.read_resp(regs.unmapped_offset())
+            assert (value, resp) == (0, AxiResp.SLVERR), name
+            assert await regs.write_resp(regs.unmapped_offset(), 1) == AxiResp.SLVERR, name
+    _run(bench)
+
+
+def test_tile_registers():
+    async def bench(ctx, master, dut, now):
+        regs = _regs(master, "tile")
+        ident = await regs.read_fields("ID")
+        assert ident == {"BLOCK": BlockId.TILE, "VERSION": TILE_VERSION}
+        caps = await regs.read("CAPS")
+        windows = [TileBlock.TILE, *BLOCKS.values()]
+        assert caps == caps_word(windows, 2, 2, 128)
+        assert descriptor("tile").decode_caps(caps) == {
+            "WINDOWS": 0b11111, "COLS": 2, "ROWS": 2, "BUS_BYTES": 16}
+        nodes = await regs.read_fields("NODES")
+        assert nodes == {name.upper(): x | y << 4 for name, (x, y) in DEFAULT_NODES.items()}
+        assert await regs.read_fields("PARAMS") == {"MA_P": 4, "VA_L": 8, "VA_FN_LANES": 8,
+                                                    "MC_CHANNELS": 2}
+        assert await regs.read_fields("NI") == {"FLIT_BITS": 145, "CREDITS": 32}
+        for name in ("STATUS", "ERROR", "ERR_ADDR", "IRQ_STATUS"):
+            assert await regs.read(name) == 0, name
+        # TRAFFIC_CLASS: decode for the MA and VA, cache-migrate for the engine, writable.
+        assert await regs.read_fields("TRAFFIC_CLASS") == {
+            "MA": TrafficClass.DECODE, "VA": TrafficClass.DECODE,
+            "MIGRATE": TrafficClass.CACHE_MIGRATE}
+        assert [ctx.get(getattr(dut, f"cls_{n}")) for n in CLASS_NODES] == [7, 7, 3]
+        await regs.write_fields("TRAFFIC_CLASS", ma=TrafficClass.PREFILL, va=1, migrate=6)
+        assert [ctx.get(getattr(dut, f"cls_{n}")) for n in CLASS_NODES] == [5, 1, 6]
+        # TIME_LO / TIME_HI: the shared timebase.
+        before = ctx.get(now)
+        lo = await regs.read("TIME_LO")
+        hi = await regs.read("TIME_HI")
+        assert hi == 0 and before < lo < ctx.get(now)
+    _run(bench)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_outside_every_block_slverr(seed):
+    rng = random.Random(seed)
+
+    async def bench(ctx, master, dut, now):
+        empty = [w for w in range(16) if w not in (TileBlock.TILE, *BLOCKS.values())]
+        assert TileBlock.MESH in empty and TileBlock.SEQUENCER in empty
+        for window in empty:
+            for offset in (0, 4 * rng.randrange(1 << 14)):
+                addr = window << BLOCK_WINDOW_BITS | offset
+                assert await master.write_word(addr, rng.getrandbits(32)) == AxiResp.SLVERR
+                assert await master.read_word(addr) == (0, AxiResp.SLVERR)
+        # The blocks behind are untouched and still answer.
+        for name in BLOCKS:
+            assert await _regs(master, name).read(SCRATCH[name]) == (
+                4096 if name == "mc" else 0), name
+    _run(bench, rng)
+
+
+def test_random_accesses_against_a_model():
+    """Random reads and writes of the blocks' RW registers and of empty windows, with
+    random AW/W order and pauses: every answer as a dict model predicts."""
+    rng = random.Random(7)
+
+    async def bench(ctx, master, dut, now):
+        model = {}
+        for _ in range(120):
+            name = rng.choice([*BLOCKS, None])
+            if name is None:
+                addr = rng.choice([TileBlock.MESH, TileBlock.SEQUENCER, 9, 15]) << 16
+                if rng.random() < 0.5:
+                    assert await master.write_word(addr, 1) == AxiResp.SLVERR
+                else:
+                    assert await master.read_word(addr) == (0, AxiResp.SLVERR)
+                continue
+            regs = _regs(master, name)
+            if rng.random() < 0.5:
+                value = rng.getrandbits(32)
+                await regs.write(SCRATCH[name], value)
+                fields = regs.register(SCRATCH[name])["fields"]
+                model[name] = value & sum(((1 << f["width"]) - 1) << f["lsb"] for f in fields)
+            elif name in model:
+                assert await regs.read(SCRATCH[name]) == model[name]
+    _run(bench, rng)
+
+
+def test_irq_source_and_interrupt():
+    async def bench(ctx, master, dut, now):
+        regs = _regs(master, "tile")
+        assert await regs.read("IRQ_SOURCE") == 0 and not ctx.get(dut.interrupt)
+        for name in IRQ_BLOCKS:
+            ctx.set(getattr(dut, f"irq_{name}"), 1)
+            await ctx.tick()
+            assert ctx.get(dut.interrupt)
+            assert await regs.read_fields("IRQ_SOURCE") == {
+                n.upper(): int(n == name) for n in IRQ_BLOCKS}
+            ctx.set(getattr(dut, f"irq_{name}"), 0)
+            await ctx.tick()
+            assert not ctx.get(dut.interrupt)
+        for name in ("va", "migrate"):
+            ctx.set(getattr(dut, f"irq_{name}"), 1)
+        bits = await regs.read("IRQ_SOURCE")
+        assert bits == 1 << TileBlock.VA | 1 << TileBlock.MIGRATE
+    _run(bench)
+
+
+@pytest.mark.parametrize("args, message", [
+    (dict(p=3), "power of two"),
+    (dict(lanes=4), "narrower than"),
+    (dict(cols=1), "COLS must be in 2..8"),
+    (dict(rows=9), "ROWS must be in 2..8"),
+    (dict(credits=10), "CREDITS must be in 24..255"),
+    (dict(flit_bits=120), "at least 145"),
+    (dict(data_width=96), "64, 128, 256 or 512"),
+    (dict(prefetch_lines=3), "power of two"),
+])
+def test_bad_parameters_are_one_value_error(args, message):
+    with pytest.raises(ValueError, match=message) as info:
+        TileTop(**{**SMALL, **args})
+    assert "\n" not in str(info.value)
+
+
+def test_parameters_reach_the_identification():
+    top = TileTop(**SMALL)
+    assert top.info() == INFO

@@ -1,0 +1,71 @@
+"""cocotb regressions of the integrated tile ``v4hw_tile`` (the small configuration,
+``hdl.tile.top.SMALL``: MA P=4, VA L=8, 128-bit bus, 2×2 mesh).
+
+Every Verilator test shares ONE build (same Verilog text, same ``config_name``, only the
+top's signals public, -O1: the tile's C++ with every signal public would take hours);
+Icarus runs one smoke test (the tile's identity and a short VA command). The cocotb
+tests are in ``tests/tile_tb.py``; each prints ``PERF`` lines with its cycle counts.
+``test_tile_vs_standalone`` (``regress``) runs the same MA and VA commands on the
+standalone tops of the same parameters, for the ratios of docs/tile/README.md.
+"""
+
+from functools import cache
+
+import pytest
+from amaranth.back import verilog as amaranth_verilog
+
+from hdl.tile.top import SMALL, TileTop
+from sim.runner import run_cocotb
+from sim.tile_driver import TILE_GTKW_GROUPS
+
+TOPLEVEL = "v4hw_tile"
+CONFIG_NAME = "tile-p4-l8-dw128"
+TESTBENCH = "tests.tile_tb"
+VERILATOR = dict(verilator_public="top", verilator_opt="-O1")
+LINT_WAIVERS = ("/* verilator lint_off ASCRANGE */ /* verilator lint_off ALWNEVER */ "
+                "/* verilator lint_off UNSIGNED */\n")
+"""Verilator warnings the tile's Verilog gives and no standalone top does, waived for
+this file only (a change of ``sim/waivers.vlt`` would rebuild every configuration):
+ASCRANGE, a ``[-1:0]`` vector for the 0-bit ``take`` port of the memory NI's
+``CreditSender``s (``max_take=0``); ALWNEVER, an ``always @*`` that only assigns the
+constant VC bit of the NIs' flits; UNSIGNED, a window compare of the mesh's reservation
+slot, constant because the tile has no RBR arbiter yet."""
+TESTS = ["identity", "ma_gemm", "va_silu", "migrate_copy", "outside_windows",
+         "interrupt_source"]
+
+
+@cache
+def tile_verilog():
+    """Verilog of the small tile, generated once (without ``src`` attributes, so an edit
+    elsewhere in a Python file does not change the text and force a rebuild)."""
+    return LINT_WAIVERS + amaranth_verilog.convert(TileTop(**SMALL), name=TOPLEVEL,
+                                                   emit_src=False)
+
+
+@pytest.mark.cocotb
+@pytest.mark.parametrize("test", TESTS)
+def test_tile_verilator(test):
+    run_cocotb("verilator", tile_verilog(), TOPLEVEL, TESTBENCH, config_name=CONFIG_NAME,
+               testcase=test, gtkw_groups=TILE_GTKW_GROUPS, timeout_s=900, **VERILATOR)
+
+
+@pytest.mark.cocotb
+def test_tile_icarus_smoke():
+    run_cocotb("icarus", tile_verilog(), TOPLEVEL, TESTBENCH, config_name=CONFIG_NAME,
+               testcase="icarus_smoke", gtkw_groups=TILE_GTKW_GROUPS, timeout_s=1800)
+
+
+@pytest.mark.cocotb
+@pytest.mark.regress
+@pytest.mark.parametrize("block", ["ma", "va"])
+def test_tile_vs_standalone(block):
+    """The tile's MA and VA commands on the standalone tops (P=4 / L=8, latency 20)."""
+    if block == "ma":
+        from hdl.top.ma import MaTop
+        top, name, config = MaTop(p=4, data_width=128), "v4hw_ma", "ma-p4-dw128"
+    else:
+        from hdl.top.va import VaTop
+        top, name, config = VaTop(lanes=8, data_width=128), "v4hw_va", "va-l8-dw128"
+    verilog = amaranth_verilog.convert(top, name=name, emit_src=False)
+    run_cocotb("verilator", verilog, name, TESTBENCH, config_name=config,
+               testcase=f"standalone_{block}", timeout_s=900, **VERILATOR)

@@ -1,0 +1,198 @@
+"""cocotb tests of the ``v4hw_tile`` top (the small configuration: MA P=4, VA L=8, 128-bit
+bus, 2×2 mesh), run by ``tests/test_tile_cocotb.py``.
+
+Every test starts a :class:`sim.tile_driver.TileBench` (which checks the tile's ID, CAPS
+and PARAMS and every block's ID at its window), draws its random choices from
+:func:`sim.seed.test_seed`, and runs each block's commands through that block's own
+standalone bench code, so results are checked bit for bit against the golden model
+(``golden.ma``, ``golden.va``) exactly as on the standalone tops. Cycle counts are
+printed as ``PERF <test> <what> <cycles>`` lines.
+
+``standalone_ma`` and ``standalone_va`` run the same commands on the standalone tops
+(``v4hw_ma`` P=4, ``v4hw_va`` L=8) for the tile-vs-standalone ratios of
+docs/tile/README.md.
+"""
+
+import cocotb
+import numpy as np
+
+from golden.va import VaCommand
+from hdl.common.axi import AxiResp
+from sim.ma_driver import MaBench
+from sim.seed import test_seed
+from sim.tile_driver import TileBench
+from sim.va_driver import VaBench
+from spec.codes import ErrorCode, MaMode, TrafficClass, VaOpcode
+from spec.tile import TileBlock
+
+ICARUS = cocotb.SIM_NAME.lower().startswith("icarus")
+P, L, BUS = 4, 8, 16
+LATENCY = 20
+HIGH = 0xBEEF_8000_0000
+GEMM = 32
+SILU_LENGTH = 1000
+
+
+def _wide():
+    from golden.ma import TatEntry
+    return [TatEntry(True, 0, 19, HIGH)]
+
+
+async def new_tile(dut, **kwargs):
+    rng = test_seed()
+    bench = TileBench(dut, p=P, lanes=L, rng=rng, latency=LATENCY, **kwargs)
+    await bench.start()
+    return bench, rng
+
+
+def operands(rng, mode, m, k, n):
+    g = np.random.default_rng(rng.getrandbits(64))
+    if mode == MaMode.INT8:
+        return (g.integers(-128, 128, (m, k), dtype=np.int8),
+                g.integers(-128, 128, (k, n), dtype=np.int8))
+    # bf16 values of moderate range (random sign, exponent 120..134, mantissa).
+    def bf16(shape):
+        sign = g.integers(0, 2, shape, dtype=np.uint16) << 15
+        exp = g.integers(120, 135, shape, dtype=np.uint16) << 7
+        return sign | exp | g.integers(0, 128, shape, dtype=np.uint16)
+    return bf16((m, k)), bf16((k, n))
+
+
+async def run_gemms(ma, rng, label):
+    """int8 and bf16 GEMMs of GEMM³ on ``ma`` (a MaBench or the tile's view)."""
+    await ma.set_tat(_wide())
+    for mode in (MaMode.INT8, MaMode.BF16):
+        a, b = operands(rng, mode, GEMM, GEMM, GEMM)
+        es = 2 if mode == MaMode.BF16 else 1
+        outcome = await ma.gemm(mode, a, b, a_addr=0x10000, b_addr=0x20000,
+                                c_addr=0x40000, lda=GEMM * es, ldb=GEMM * es)
+        assert outcome.done, outcome
+        print(f"PERF {label} ma_{mode.name.lower()}_{GEMM}x{GEMM}x{GEMM} {outcome.cycles}")
+
+
+def silu(va, rng, length=SILU_LENGTH):
+    g = np.random.default_rng(rng.getrandbits(64))
+    src, dst = va.origin + 0x100, va.origin + va.size // 2 + 0x40
+    values = (g.standard_normal(length) * 4).astype(np.float32).view(np.uint32)
+    va.place(src, (values >> 16).astype(np.uint16))
+    return VaCommand(VaOpcode.SILU, length, src=src, dst=dst)
+
+
+async def run_silu(va, rng, label, length=SILU_LENGTH):
+    outcome = await va.check(silu(va, rng, length))
+    assert outcome.code == ErrorCode.NONE
+    print(f"PERF {label} va_silu_{length} {outcome.cycles}")
+
+
+@cocotb.test()
+async def identity(dut):
+    """ID, CAPS, PARAMS of the tile; every window's block ID; the MA's and VA's CAPS."""
+    bench, _ = await new_tile(dut)
+    regs = bench.regs
+    assert (await regs.read_fields("TRAFFIC_CLASS")) == {
+        "MA": TrafficClass.DECODE, "VA": TrafficClass.DECODE,
+        "MIGRATE": TrafficClass.CACHE_MIGRATE}
+    lo = await regs.read("TIME_LO")
+    assert 0 < lo <= bench.now()
+
+
+@cocotb.test()
+async def ma_gemm(dut):
+    """int8 and bf16 32×32×32 GEMMs through the tile, bit for bit against golden.ma."""
+    bench, rng = await new_tile(dut)
+    await run_gemms(bench.ma, rng, "tile")
+
+
+@cocotb.test()
+async def va_silu(dut):
+    """SILU of 1000 bf16 elements through the tile (the whole window against golden.va),
+    then an ADD at another traffic class."""
+    bench, rng = await new_tile(dut)
+    await run_silu(bench.va, rng, "tile")
+    await bench.regs.write_fields("TRAFFIC_CLASS", ma=TrafficClass.DECODE,
+                                  va=TrafficClass.PREFILL,
+                                  migrate=TrafficClass.CACHE_MIGRATE)
+    va = bench.va
+    cmd = silu(va, rng, 256)
+    add = VaCommand(VaOpcode.ADD, 256, src=cmd.src, src2=cmd.src + 0x2000, dst=cmd.dst)
+    assert (await va.check(add)).code == ErrorCode.NONE
+
+
+@cocotb.test()
+async def migrate_copy(dut):
+    """The cache-migrate engine copies 8 KiB (crossing a page) through the mesh and MC."""
+    bench, _ = await new_tile(dut)
+    cycles = await bench.migrate_copy(0x5000_0000, 0x5100_0800, 8192)
+    print(f"PERF tile migrate_8192 {cycles}")
+
+
+@cocotb.test()
+async def outside_windows(dut):
+    """Reads and writes outside every block (MESH, SEQUENCER, the free windows, a hole
+    in the tile's own map) answer SLVERR; reads return 0; the blocks are unaffected."""
+    bench, rng = await new_tile(dut)
+    for window in (TileBlock.MESH, TileBlock.SEQUENCER, 7, 15):
+        addr = window << 16 | 4 * rng.randrange(1 << 14)
+        resp = await bench.axil.write(addr, rng.randbytes(4))
+        assert AxiResp(int(resp.resp)) == AxiResp.SLVERR, f"write at {addr:#x}: {resp.resp}"
+        value = await bench.axil.read(addr, 4)
+        assert AxiResp(int(value.resp)) == AxiResp.SLVERR, f"read at {addr:#x}"
+        assert bytes(value.data) == bytes(4)
+    regs = bench.regs
+    value, resp = await regs.read_resp(regs.unmapped_offset())
+    assert (value, resp) == (0, AxiResp.SLVERR)
+    assert await regs.write_resp(regs.unmapped_offset(), 1) == AxiResp.SLVERR
+    await bench.check_identity()
+
+
+@cocotb.test()
+async def interrupt_source(dut):
+    """IRQ_SOURCE names the block whose interrupt is up: the VA after a command, the MA
+    after a refused one; clearing the block's IRQ_STATUS drops it and the interrupt."""
+    bench, rng = await new_tile(dut)
+    regs = bench.regs
+    assert await regs.read("IRQ_SOURCE") == 0 and not int(dut.interrupt.value)
+    va = bench.block_regs("va")
+    await va.write_fields("IRQ_ENABLE", done=1, error=1)
+    await bench.va.write_command(silu(bench.va, rng, 64))
+    await va.write("START", 1)
+    await bench.wait_interrupt(20_000, " (VA SILU)")
+    assert await regs.read("IRQ_SOURCE") == 1 << TileBlock.VA
+    await va.write_fields("IRQ_STATUS", done=1, error=1)
+    assert await regs.read("IRQ_SOURCE") == 0 and not int(dut.interrupt.value)
+    ma = bench.block_regs("ma")
+    await ma.write_fields("IRQ_ENABLE", done=1, error=1)
+    await ma.write("M", 0)                  # a bad shape: refused at START
+    await ma.write("START", 1)
+    await bench.wait_interrupt(1000, " (MA refusal)")
+    assert await ma.read("ERROR") == ErrorCode.BAD_COMMAND
+    assert await regs.read_fields("IRQ_SOURCE") == {"MA": 1, "VA": 0, "MC": 0, "MIGRATE": 0}
+    await ma.write_fields("IRQ_STATUS", done=1, error=1)
+    assert await regs.read("IRQ_SOURCE") == 0 and not int(dut.interrupt.value)
+
+
+@cocotb.test()
+async def icarus_smoke(dut):
+    """Icarus: identity and one short VA command through the tile."""
+    bench, rng = await new_tile(dut)
+    await run_silu(bench.va, rng, "tile", 40)
+
+
+@cocotb.test()
+async def standalone_ma(dut):
+    """The ``ma_gemm`` commands on the standalone ``v4hw_ma`` (P=4), same latency."""
+    rng = test_seed()
+    bench = MaBench(dut, p=P, rng=rng, latency=LATENCY)
+    await bench.start()
+    await run_gemms(bench, rng, "standalone")
+
+
+@cocotb.test()
+async def standalone_va(dut):
+    """The ``va_silu`` SILU on the standalone ``v4hw_va`` (L=8), same latency and window."""
+    rng = test_seed()
+    bench = VaBench(dut, lanes=L, data_width=8 * BUS, rng=rng, latency=LATENCY,
+                    window=(0x7F00_0000_0000, 1 << 18))
+    await bench.start()
+    await run_silu(bench, rng, "standalone")
+

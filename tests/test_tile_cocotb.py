@@ -4,7 +4,8 @@
 Every Verilator test shares ONE build (same Verilog text, same ``config_name``, only the
 top's signals public, -O1: the tile's C++ with every signal public would take hours);
 Icarus runs one smoke test (the tile's identity and a short VA command). The cocotb
-tests are in ``tests/tile_tb.py``; each prints ``PERF`` lines with its cycle counts.
+tests are in ``tests/tile_tb.py``; each prints ``PERF`` lines with its cycle counts
+(cocotb picks a test by the end of its name: no name there may end with another).
 ``test_tile_vs_standalone`` (``regress``) runs the same MA and VA commands on the
 standalone tops of the same parameters, for the ratios of docs/tile/README.md.
 """
@@ -57,8 +58,18 @@ def test_tile_icarus_smoke():
 
 @pytest.mark.cocotb
 @pytest.mark.regress
+@pytest.mark.parametrize("test", ["stream_tile"])
+def test_tile_perf(test):
+    """The streaming commands through the tile (minutes: a 128³ GEMM at P=4)."""
+    run_cocotb("verilator", tile_verilog(), TOPLEVEL, TESTBENCH, config_name=CONFIG_NAME,
+               testcase=test, gtkw_groups=TILE_GTKW_GROUPS, timeout_s=3600, **VERILATOR)
+
+
+@pytest.mark.cocotb
+@pytest.mark.regress
+@pytest.mark.parametrize("test", ["short", "stream"])
 @pytest.mark.parametrize("block", ["ma", "va"])
-def test_tile_vs_standalone(block):
+def test_tile_vs_standalone(block, test):
     """The tile's MA and VA commands on the standalone tops (P=4 / L=8, latency 20)."""
     if block == "ma":
         from hdl.top.ma import MaTop
@@ -68,4 +79,5 @@ def test_tile_vs_standalone(block):
         top, name, config = VaTop(lanes=8, data_width=128), "v4hw_va", "va-l8-dw128"
     verilog = amaranth_verilog.convert(top, name=name, emit_src=False)
     run_cocotb("verilator", verilog, name, TESTBENCH, config_name=config,
-               testcase=f"standalone_{block}", timeout_s=900, **VERILATOR)
+               testcase=f"standalone_{block}" if test == "short" else "stream_standalone",
+               timeout_s=3600, **VERILATOR)

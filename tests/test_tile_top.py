@@ -200,3 +200,13 @@ def test_bad_parameters_are_one_value_error(args, message):
 def test_parameters_reach_the_identification():
     top = TileTop(**SMALL)
     assert top.info() == INFO
+
+
+@pytest.mark.parametrize("param", ["COLS=1", "P=3", "CREDITS=300", "FLIT_BITS=100", "L=2"])
+def test_command_line_refuses_a_bad_parameter(param, tmp_path, capsys):
+    from sim.cli import main
+    status = main(["verilog", "tile", "--param", param, "-o", str(tmp_path / "t.v")])
+    err = capsys.readouterr().err.strip()
+    assert status == 2
+    assert len(err.splitlines()) == 1 and err.startswith("v4hw: error:"), err
+    assert not (tmp_path / "t.v").exists()

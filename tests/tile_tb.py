@@ -31,6 +31,9 @@ LATENCY = 20
 HIGH = 0xBEEF_8000_0000
 GEMM = 32
 SILU_LENGTH = 1000
+STREAM_GEMM = 128           # the issue's streaming MA command: 128³ int8
+STREAM_LENGTH = 65536       # and its streaming VA commands: SILU, ADD of 65 536 elements
+STREAM_WINDOW = (0x7F00_0000_0000, 1 << 20)
 
 
 def _wide():
@@ -82,6 +85,31 @@ async def run_silu(va, rng, label, length=SILU_LENGTH):
     outcome = await va.check(silu(va, rng, length))
     assert outcome.code == ErrorCode.NONE
     print(f"PERF {label} va_silu_{length} {outcome.cycles}")
+
+
+async def run_streams(ma, va, rng, label):
+    """The streaming commands: an int8 GEMM of STREAM_GEMM³, SILU and ADD of
+    STREAM_LENGTH elements, each checked bit for bit."""
+    await ma.set_tat(_wide())
+    n = STREAM_GEMM
+    a, b = operands(rng, MaMode.INT8, n, n, n)
+    outcome = await ma.gemm(MaMode.INT8, a, b, a_addr=0x100000, b_addr=0x200000,
+                            c_addr=0x400000, max_cycles=2_000_000)
+    assert outcome.done
+    print(f"PERF {label} ma_int8_{n}x{n}x{n} {outcome.cycles}")
+    await run_silu(va, rng, label, STREAM_LENGTH)
+    cmd = silu(va, rng, STREAM_LENGTH)
+    add = VaCommand(VaOpcode.ADD, STREAM_LENGTH, src=cmd.src, src2=cmd.dst, dst=cmd.dst)
+    outcome = await va.check(add)
+    assert outcome.code == ErrorCode.NONE
+    print(f"PERF {label} va_add_{STREAM_LENGTH} {outcome.cycles}")
+
+
+@cocotb.test()
+async def stream_tile(dut):
+    """The streaming commands through the tile (docs/tile/README.md's ratios)."""
+    bench, rng = await new_tile(dut, va_window=STREAM_WINDOW)
+    await run_streams(bench.ma, bench.va, rng, "tile")
 
 
 @cocotb.test()
@@ -195,4 +223,29 @@ async def standalone_va(dut):
                     window=(0x7F00_0000_0000, 1 << 18))
     await bench.start()
     await run_silu(bench, rng, "standalone")
+
+
+@cocotb.test()
+async def stream_standalone(dut):
+    """``stream_tile`` on the standalone tops: the MA's GEMM on ``v4hw_ma`` or the VA's
+    commands on ``v4hw_va``, whichever ``dut`` is."""
+    rng = test_seed()
+    if dut._name == "v4hw_ma":
+        bench = MaBench(dut, p=P, rng=rng, latency=LATENCY)
+        await bench.start()
+        await bench.set_tat(_wide())
+        n = STREAM_GEMM
+        a, b = operands(rng, MaMode.INT8, n, n, n)
+        outcome = await bench.gemm(MaMode.INT8, a, b, a_addr=0x100000, b_addr=0x200000,
+                                   c_addr=0x400000, max_cycles=2_000_000)
+        print(f"PERF standalone ma_int8_{n}x{n}x{n} {outcome.cycles}")
+        return
+    bench = VaBench(dut, lanes=L, data_width=8 * BUS, rng=rng, latency=LATENCY,
+                    window=STREAM_WINDOW)
+    await bench.start()
+    await run_silu(bench, rng, "standalone", STREAM_LENGTH)
+    cmd = silu(bench, rng, STREAM_LENGTH)
+    add = VaCommand(VaOpcode.ADD, STREAM_LENGTH, src=cmd.src, src2=cmd.dst, dst=cmd.dst)
+    outcome = await bench.check(add)
+    print(f"PERF standalone va_add_{STREAM_LENGTH} {outcome.cycles}")
 

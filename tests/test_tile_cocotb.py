@@ -32,7 +32,7 @@ ASCRANGE, a ``[-1:0]`` vector for the 0-bit ``take`` port of the memory NI's
 constant VC bit of the NIs' flits; UNSIGNED, a window compare of the mesh's reservation
 slot, constant because the tile has no RBR arbiter yet."""
 TESTS = ["identity", "ma_gemm", "va_silu", "migrate_copy", "outside_windows",
-         "interrupt_source"]
+         "interrupt_source", "all_at_once"]
 
 
 @cache

@@ -16,9 +16,10 @@ docs/tile/README.md.
 import cocotb
 import numpy as np
 
-from golden.va import VaCommand
+from golden.ma import gemm as golden_gemm
+from golden.va import MemoryWindow, VaCommand, execute
 from hdl.common.axi import AxiResp
-from sim.ma_driver import MaBench
+from sim.ma_driver import Command, MaBench
 from sim.seed import test_seed
 from sim.tile_driver import TileBench
 from sim.va_driver import VaBench
@@ -197,6 +198,74 @@ async def interrupt_source(dut):
     assert await regs.read_fields("IRQ_SOURCE") == {"MA": 1, "VA": 0, "MC": 0, "MIGRATE": 0}
     await ma.write_fields("IRQ_STATUS", done=1, error=1)
     assert await regs.read("IRQ_SOURCE") == 0 and not int(dut.interrupt.value)
+
+
+async def _wait_done(regs, what, max_cycles, bench):
+    deadline = bench.timing.edge() + max_cycles
+    while True:
+        status = await regs.read_fields("STATUS")
+        if status["DONE"] or status["ERROR"]:
+            assert status["DONE"], f"{what} ended with {ErrorCode(await regs.read('ERROR')).name}"
+            return
+        assert bench.timing.edge() < deadline, f"{what} did not end in {max_cycles} cycles"
+
+
+@cocotb.test()
+async def all_at_once(dut):
+    """Every requester node streams at once: an MA int8 64³ GEMM (class decode), a VA SILU
+    of 8192 elements (prefill) and a 64 KiB migrate copy (cache-migrate) started
+    back to back; each result is checked (C against golden.ma, the VA's window against
+    golden.va, the copy against its source) and nothing else in memory changed."""
+    bench, rng = await new_tile(dut)
+    ma, va = bench.ma, bench.va
+    await bench.regs.write_fields("TRAFFIC_CLASS", ma=TrafficClass.DECODE,
+                                  va=TrafficClass.PREFILL,
+                                  migrate=TrafficClass.CACHE_MIGRATE)
+    await ma.set_tat(_wide())
+    n = 64
+    a, b = operands(rng, MaMode.INT8, n, n, n)
+    c_addr = 0x40000
+    cmd = Command(mode=MaMode.INT8, m=n, k=n, n=n, a_addr=0x10000, b_addr=0x20000,
+                  c_addr=c_addr, lda=n, ldb=n, ldc=4 * n)
+    ma.place(a, cmd.a_addr, cmd.lda)
+    ma.place(b, cmd.b_addr, cmd.ldb)
+    expected_c = golden_gemm(MaMode.INT8, a, b, None)
+    vcmd = silu(va, rng, 8192)
+    golden_window = va.image.copy()
+    execute(vcmd, MemoryWindow(va.origin, golden_window), lanes=L)
+    src, dst, length = 0x5000_0000, 0x5100_0000, 65536
+    data = rng.randbytes(length)
+    bench.ram.mem.write(src, data)
+    before = bench.ram.snapshot()
+    await ma.write_command(cmd)
+    await va.write_command(vcmd)
+    mig = bench.block_regs("migrate")
+    for name, value in (("SRC", src), ("DST", dst)):
+        await mig.write(f"{name}_LO", value & 0xFFFFFFFF)
+        await mig.write(f"{name}_HI", value >> 32)
+    await mig.write("LENGTH", length)
+    started = bench.now()
+    for block in ("ma", "va", "migrate"):
+        await bench.block_regs(block).write("START", 1)
+    for block in ("ma", "va", "migrate"):
+        await _wait_done(bench.block_regs(block), block, 400_000, bench)
+    cycles = {}
+    for block in ("ma", "va", "migrate"):
+        regs = bench.block_regs(block)
+        lo = await regs.read("CTR_LO")
+        hi = await regs.read("CTR_HI")
+        cycles[block] = (hi << 32 | lo) - started
+    print("PERF all_at_once " + " ".join(f"{k}={v}" for k, v in cycles.items()))
+    got = ma.fetch(c_addr, n, n, np.int32, 4 * n)
+    assert np.array_equal(got, expected_c), "C differs from golden.ma"
+    assert np.array_equal(va.window_bytes(), golden_window), "the VA's window differs"
+    assert bytes(bench.ram.mem.read(dst, length)) == data, "the copy differs"
+    footprint = set(range(dst, dst + length))
+    footprint |= {va.origin + i for i in np.nonzero(golden_window != va.image)[0]}
+    footprint |= set(ma._c_footprint(cmd))
+    stray = [x for x in bench.ram.changed_bytes(before) if x not in footprint]
+    assert not stray, f"{len(stray)} bytes changed outside the three results"
+    assert not bench.ram.violations, "\n".join(bench.ram.violations)
 
 
 @cocotb.test()

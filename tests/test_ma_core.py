@@ -112,6 +112,7 @@ def layout(m, k, n, bf16, rng, accumulate):
     (7, 4, 512, 5, 70, 9, False, True),
     (8, 8, 64, 3, 3, 17, True, False),
     (9, 4, 64, 6, 5, 7, False, True),     # old-C rows of two bus words
+    (10, 2, 128, 1, 3, 1, True, False),   # P = 2, M = 1: one kept row, one dropped
 ])
 def test_gemm_matches_golden(seed, p, data_width, m, k, n, bf16, accumulate, stall):
     rng = np.random.default_rng(seed)

@@ -112,8 +112,13 @@ class ResultPath(wiring.Component):
                          block_addr.eq(cmd.c_addr), tile_addr.eq(cmd.c_addr),
                          row_addr.eq(cmd.c_addr), cols_left.eq(cmd.n), rows_left.eq(cmd.m)]
 
+        # ``empty`` counts the FIFO's level, not its output: a row written in cycle t is
+        # in the buffered FIFO's inner memory in t + 1 and at its output only in t + 2.
+        # (With P = 2 and M = 1 the last kept row is followed by one dropped row, which
+        # ended the command in t + 1 with that row never written.)
         m.d.comb += [self.out.valid.eq(rows.r_rdy), self.out.payload.eq(rows.r_data),
-                     rows.r_en.eq(self.out.ready), self.empty.eq(~rows.r_rdy & ~write)]
+                     rows.r_en.eq(self.out.ready),
+                     self.empty.eq((rows.level == 0) & ~write)]
 
         credits = Signal(range(self.depth + 1), init=self.depth)
         returned = drop + (rows.r_en & rows.r_rdy)

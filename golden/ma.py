@@ -8,7 +8,9 @@ matches it bit for bit. It models results, not cycles.
 - :func:`gemm_bf16`: bf16 operands, binary32 products and sums, accumulated sequentially
   in increasing k with the MA's flush-to-zero and canonical-NaN rules (see
   :mod:`golden.fp`).
-- :func:`gemm`: either, chosen by :class:`spec.codes.MaMode`.
+- :func:`gemm`: either, chosen by :class:`spec.codes.MaMode`; with B transposed
+  (``MaMode.INT8_BT`` / ``BF16_BT``, or ``b_transposed=True``) B is given as N×K, as the
+  MA reads it then, and C = A·Bᵀ.
 - TAT (tile address translation): :class:`TatEntry`, :func:`tat_check`,
   :func:`tat_translate`, :func:`tat_covers`.
 - Memory layout of A, B and C (row-major, row stride in bytes, little-endian elements):
@@ -22,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from spec.codes import ErrorCode, MaMode
+from spec.codes import MA_MODE_B_T, MA_MODE_BF16, ErrorCode, MaMode
 
 from .fp import bf16_mul, f32_add
 
@@ -101,13 +103,20 @@ def gemm_bf16(a_bits, b_bits, c_bits=None):
     return acc
 
 
-def gemm(mode, a, b, c=None):
+def gemm(mode, a, b, c=None, *, b_transposed=False):
     """GEMM in the given MODE: ``MaMode.INT8`` -> :func:`gemm_int8`, ``MaMode.BF16`` ->
-    :func:`gemm_bf16` (same arguments and results as those)."""
+    :func:`gemm_bf16` (same arguments and results as those).
+
+    With B transposed (MODE bit 1, ``MaMode.INT8_BT`` / ``MaMode.BF16_BT``, or
+    ``b_transposed``) ``b`` is N×K, B as stored (row j holds column j of the product's
+    B), and the result is A·bᵀ (or C + A·bᵀ): the same sums, in the same order, as
+    ``gemm`` of the non-transposed mode on ``b.T``."""
     mode = MaMode(mode)
-    if mode is MaMode.INT8:
-        return gemm_int8(a, b, c)
-    return gemm_bf16(a, b, c)
+    if b_transposed or mode & MA_MODE_B_T:
+        b = np.asarray(b).T
+    if mode & MA_MODE_BF16:
+        return gemm_bf16(a, b, c)
+    return gemm_int8(a, b, c)
 
 
 TAT_ENTRIES = 4

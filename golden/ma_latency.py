@@ -4,7 +4,8 @@ The model follows the RTL's pipeline stage by stage (``hdl/ma/core.py``), at the
 of rows, bursts and tiles, in clock cycles:
 
 1. START is performed in cycle 0. The TAT walk checks one row a cycle, A then B then C
-   (2·M + K rows), after a cycle of set-up, each verdict a cycle after its lookup; loads
+   (2·M + K rows; 2·M + N with B transposed, whose B is N rows of K), after a cycle of
+   set-up, each verdict a cycle after its lookup; loads
    begin 3 cycles after it.
 2. The row reader takes a row command every ``2·bursts`` cycles and issues its bursts
    two cycles apart (a row is split at 4 KiB; each burst's TAT lookup is registered).
@@ -12,7 +13,8 @@ of rows, bursts and tiles, in clock cycles:
    order, on one read channel. A row whose start is
    not bus-aligned and whose words-in equal words-out costs one extra cycle (the
    realigner's flush). A group (all of B, an A block, an old-C tile) is usable two
-   cycles after its last word arrived.
+   cycles after its last word arrived. B is loaded first, as stored: K rows of N
+   elements, or with B transposed N rows of K.
 3. Output tiles are issued in groups of ``INTERLEAVE`` along N (the slots of a group
    past the last tile of a row run too; their rows are dropped), groups in row-major
    order, each ``K·INTERLEAVE`` cycles (the group's k-steps interleaved), first steps at
@@ -62,7 +64,8 @@ DONE_OFFSET = 5          # from the last write response to DONE / CTR
 
 @dataclass(frozen=True)
 class MaCommand:
-    """One MA command: shapes in elements, addresses and strides in bytes."""
+    """One MA command: shapes in elements, addresses and strides in bytes.
+    ``b_transposed``: B is stored as N rows of K elements at ``ldb`` (MODE bit 1)."""
     m: int
     k: int
     n: int
@@ -74,6 +77,7 @@ class MaCommand:
     lda: int = 0
     ldb: int = 0
     ldc: int = 0
+    b_transposed: bool = False
 
 
 def _bursts(addr, nbytes, bus_bytes):
@@ -127,14 +131,16 @@ def ma_cycles(cmd, *, p, data_width, latency):
     bb = data_width // 8
     es = 2 if cmd.bf16 else 1
     m_tiles, n_tiles = -(-cmd.m // p), -(-cmd.n // p)
-    walk_end = 2 + (2 * cmd.m + cmd.k)
+    # B as stored: K rows of N, or transposed N rows of K.
+    b_rows, b_cols = (cmd.n, cmd.k) if cmd.b_transposed else (cmd.k, cmd.n)
+    walk_end = 2 + (2 * cmd.m + b_rows)
     reader = _ReadChannel(bb, latency, 0)
     writer = _Writer(bb, latency)
 
     # Loads of B, in order; the sequencer's command stream is one row a cycle at best.
     valid = walk_end + WALK_TO_LOADS
-    for row in range(cmd.k):
-        accepted, last = reader.row(valid, cmd.b_addr + row * cmd.ldb, cmd.n * es)
+    for row in range(b_rows):
+        accepted, last = reader.row(valid, cmd.b_addr + row * cmd.ldb, b_cols * es)
         valid = accepted + 1
     b_ready = last + GROUP_READY
     group_end = accepted

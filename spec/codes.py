@@ -6,8 +6,8 @@ Amaranth. The RTL wraps these values in ``amaranth.lib.enum`` shapes where it ne
 
 from enum import IntEnum
 
-__all__ = ["ErrorCode", "MaMode", "BlockId", "VaOpcode", "McOp", "TrafficClass", "MuonPort",
-           "MuonVc", "MUON_HOP_CYCLES", "MUON_INJECT_CYCLES"]
+__all__ = ["ErrorCode", "MaMode", "MA_MODE_BF16", "MA_MODE_B_T", "BlockId", "VaOpcode", "McOp",
+           "TrafficClass", "MuonPort", "MuonVc", "MUON_HOP_CYCLES", "MUON_INJECT_CYCLES"]
 
 
 class ErrorCode(IntEnum):
@@ -22,9 +22,16 @@ class ErrorCode(IntEnum):
 
 
 class MaMode(IntEnum):
-    """MODE.MODE field of the matrix accelerator."""
+    """MODE.MODE field of the matrix accelerator: bit 0 the operand type (int8 or bf16),
+    bit 1 (:data:`MA_MODE_B_T`) B transposed, stored as N rows of K (C = A·Bᵀ)."""
     INT8 = 0
     BF16 = 1
+    INT8_BT = 2        # int8, B stored as N rows of K: C = A x B^T
+    BF16_BT = 3        # bf16, B stored as N rows of K: C = A x B^T
+
+
+MA_MODE_BF16 = 1       # MaMode bit: bf16 operands (binary32 C); clear: int8 (int32 C)
+MA_MODE_B_T = 2        # MaMode bit: B transposed (N rows of K elements at LDB)
 
 
 class BlockId(IntEnum):

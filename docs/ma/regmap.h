@@ -91,6 +91,8 @@ extern "C" {
 // MA__MODE__MODE: spec.codes.MaMode
 #define MA__MODE__MODE__INT8 0x0
 #define MA__MODE__MODE__BF16 0x1
+#define MA__MODE__MODE__INT8_BT 0x2
+#define MA__MODE__MODE__BF16_BT 0x3
 #define MA__MODE__ACCUMULATE_bm 0x10
 #define MA__MODE__ACCUMULATE_bp 4
 #define MA__MODE__ACCUMULATE_bw 1

@@ -1,5 +1,5 @@
-"""The MA's operand buffers: all of B, two blocks of A; the next old-C group's words on
-their way into the PEs."""
+"""The MA's operand buffers: all of B (as K rows, or transposed as N rows), two blocks of
+A; the next old-C group's words on their way into the PEs."""
 
 from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data, wiring
@@ -29,6 +29,11 @@ class OperandBuffers(wiring.Component):
 
     * B: K rows of up to 256 bytes, a row per ``ROW_BYTES`` of address space, in words of
       ``max(bus, 2·P bytes)`` so that one word holds a tile row of B in either mode.
+    * B transposed (``b_t``: B stored as N rows of K, C = A·Bᵀ): the N rows held the way
+      A's are, one memory lane per row of a tile of P rows (lane ``j mod P``, block
+      ``j div P``), so the P elements of step k of tile jt are one read, as A's column
+      k is. A memory of its own (``MAX_DIM·ROW_BYTES`` bytes, as B's): its words are P
+      bus words wide, B's one.
     * A: two halves (double buffer) of P rows each, one memory lane per row, so column k
       of a block is one read.
     * old C: the next group's ``INTERLEAVE`` P×P tiles of initial values, for
@@ -51,6 +56,7 @@ class OperandBuffers(wiring.Component):
         super().__init__({
             "clear": In(1),
             "bf16": In(1),
+            "b_t": In(1),
             "accumulate": In(1),
             "beat": In(RowBeatLayout(data_width, RowTag())),
             "request": In(StepRequestLayout(p)),
@@ -79,8 +85,17 @@ class OperandBuffers(wiring.Component):
                                             attrs={"ram_style": "block"})
         m.submodules.b_mem = b_mem = Memory(shape=data.ArrayLayout(8 * bb, b_lanes),
                                             depth=MAX_DIM * b_words, init=[])
+        # Bᵀ: a block of P lanes per tile of N, each lane a row of K (as A's halves).
+        row_words, bt_blocks = a_words, MAX_DIM // p
+        m.submodules.bt_mem = bt_mem = Memory(shape=data.ArrayLayout(8 * bb, p),
+                                              depth=bt_blocks * row_words, init=[],
+                                              attrs={"ram_style": "block"})
         a_wr, b_wr = a_mem.write_port(granularity=1), b_mem.write_port(granularity=1)
-        a_rd, b_rd = a_mem.read_port(), b_mem.read_port()
+        bt_wr = bt_mem.write_port(granularity=1)
+        a_rd, b_rd, bt_rd = a_mem.read_port(), b_mem.read_port(), bt_mem.read_port()
+        # B's layout, registered here (it is steady through a command).
+        b_t = Signal()
+        m.d.sync += b_t.eq(self.b_t)
 
         # --- fill
         beat = self.beat
@@ -88,11 +103,17 @@ class OperandBuffers(wiring.Component):
             m.d.comb += [a_wr.addr.eq(Cat(beat.index[:exact_log2(a_words)], beat.tag.half)),
                          a_wr.data.eq(Cat(*([beat.data] * p))),
                          a_wr.en.eq(1 << beat.tag.row[:log_p])]
-        with m.If(beat.valid & (beat.tag.dest == DEST_B)):
+        with m.If(beat.valid & (beat.tag.dest == DEST_B) & ~b_t):
             m.d.comb += [b_wr.addr.eq(Cat((beat.index >> exact_log2(b_lanes))
                                           [:exact_log2(b_words)], beat.tag.row)),
                          b_wr.data.eq(Cat(*([beat.data] * b_lanes))),
                          b_wr.en.eq(1 << beat.index[:exact_log2(b_lanes)])]
+        with m.If(beat.valid & (beat.tag.dest == DEST_B) & b_t):
+            # row j of Bᵀ: lane j mod P of block j div P
+            m.d.comb += [bt_wr.addr.eq(Cat(beat.index[:exact_log2(row_words)],
+                                           beat.tag.row[log_p:])),
+                         bt_wr.data.eq(Cat(*([beat.data] * p))),
+                         bt_wr.en.eq(1 << beat.tag.row[:log_p])]
         # Old C: the beat, registered, goes to the array, which writes it into the PEs'
         # memories: a word can be read three cycles after its beat. ``c_full`` rises the
         # cycle after the group's last beat, and the first PE reads its word
@@ -135,6 +156,10 @@ class OperandBuffers(wiring.Component):
             a_rd.addr.eq(Cat((byte_k >> log_bb)[:exact_log2(a_words)], req.half)),
             b_rd.addr.eq(Cat((byte_j >> exact_log2(b_word_bytes))[:exact_log2(b_words)],
                              req.k)),
+            # (lanes past N, and slots past N's last tile, read stale words: their results
+            # are dropped)
+            bt_rd.addr.eq(Cat((byte_k >> log_bb)[:exact_log2(row_words)],
+                              req.jt[:exact_log2(bt_blocks)])),
         ]
         # The words read are registered before the elements are picked out of them (the
         # block RAMs' outputs are slow), so ``step`` comes two cycles after ``request``.
@@ -143,12 +168,13 @@ class OperandBuffers(wiring.Component):
         byte_j_d, byte_j_dd = Signal(exact_log2(b_word_bytes)), Signal(exact_log2(b_word_bytes))
         flags_d = Signal(StepRequestLayout(p))
         a_words = Signal.like(a_rd.data)
+        bt_words = Signal.like(bt_rd.data)
         b_word = Signal(len(b_rd.data.as_value()))
         m.d.sync += [flags_d.eq(req), byte_k_d.eq(byte_k), byte_j_d.eq(byte_j),
                      step.valid.eq(flags_d.valid), step.first.eq(flags_d.first),
                      step.last.eq(flags_d.last), step.slot.eq(flags_d.slot),
                      byte_k_dd.eq(byte_k_d), byte_j_dd.eq(byte_j_d),
-                     a_words.eq(a_rd.data), b_word.eq(b_rd.data)]
+                     a_words.eq(a_rd.data), bt_words.eq(bt_rd.data), b_word.eq(b_rd.data)]
         for i in range(p):
             word = a_words[i]
             m.d.comb += step.a[i].eq(Mux(bf16, word.word_select(byte_k_dd >> 1, 16),
@@ -156,8 +182,12 @@ class OperandBuffers(wiring.Component):
         chunk16 = b_word.word_select(byte_j_dd >> exact_log2(2 * p), 16 * p)
         chunk8 = b_word.word_select(byte_j_dd >> log_p, 8 * p)
         for j in range(p):
-            m.d.comb += step.b[j].eq(Mux(bf16, chunk16[16 * j:16 * j + 16],
-                                         chunk8[8 * j:8 * j + 8]))
+            word = bt_words[j]
+            transposed = Mux(bf16, word.word_select(byte_k_dd >> 1, 16),
+                             word.word_select(byte_k_dd, 8))
+            m.d.comb += step.b[j].eq(Mux(b_t, transposed,
+                                         Mux(bf16, chunk16[16 * j:16 * j + 16],
+                                             chunk8[8 * j:8 * j + 8])))
         m.d.comb += group_start.eq(step.valid & step.first & (step.slot == 0)
                                    & self.accumulate)
         return m

@@ -32,11 +32,11 @@ from hdl.common.tat import TatTableLayout, tat_entry_ok
 from hdl.ma.array import SystolicArray
 from hdl.ma.buffers import OperandBuffers
 from hdl.ma.issue import TileIssuer
-from hdl.ma.layouts import MAX_DIM, MaCommandLayout, RowTag, check_parameters
+from hdl.ma.layouts import MAX_DIM, MaCommandLayout, RowTag, check_parameters, is_b_t, is_bf16
 from hdl.ma.loads import LoadSequencer
 from hdl.ma.results import ResultPath
 from hdl.ma.walk import TatWalk
-from spec.codes import ErrorCode, MaMode
+from spec.codes import ErrorCode
 
 __all__ = ["MAX_DIM", "MaCommandLayout", "MatrixCore", "check_parameters"]
 
@@ -81,10 +81,11 @@ class MatrixCore(wiring.Component):
         # cycles after the write at the earliest, by when both stages have followed.
         cmd = self.cmd
         code, addr = Signal(8), Signal(32)
-        bf16 = cmd.mode == MaMode.BF16
+        bf16 = is_bf16(cmd)
+        # Every MODE.MODE value is a mode (bit 0 bf16, bit 1 B transposed): only the
+        # shape can be out of range.
         bad_shape = Signal()
-        m.d.sync += bad_shape.eq((cmd.mode > MaMode.BF16)
-                                 | (cmd.m == 0) | (cmd.m > MAX_DIM)
+        m.d.sync += bad_shape.eq((cmd.m == 0) | (cmd.m > MAX_DIM)
                                  | (cmd.k == 0) | (cmd.k > MAX_DIM)
                                  | (cmd.n == 0) | (cmd.n > MAX_DIM))
         bad_tat = Signal()
@@ -143,8 +144,9 @@ class MatrixCore(wiring.Component):
         m.d.comb += [
             walk.tat.eq(tat),
             buffers.clear.eq(clear), results.clear.eq(clear), array.clear.eq(clear),
-            buffers.bf16.eq(cmd.mode == MaMode.BF16), buffers.accumulate.eq(cmd.accumulate),
-            array.bf16.eq(cmd.mode == MaMode.BF16), array.accumulate.eq(cmd.accumulate),
+            buffers.bf16.eq(is_bf16(cmd)), buffers.b_t.eq(is_b_t(cmd)),
+            buffers.accumulate.eq(cmd.accumulate),
+            array.bf16.eq(is_bf16(cmd)), array.accumulate.eq(cmd.accumulate),
             # operands: reader → buffers → array, as the issuer asks
             buffers.beat.eq(reader.beat),
             buffers.request.eq(issuer.request),

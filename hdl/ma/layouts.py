@@ -5,12 +5,11 @@ from amaranth.lib import data
 from amaranth.utils import exact_log2
 
 from hdl.ma.fp import F32_ADD_STAGES
-from spec.codes import MaMode
+from spec.codes import MA_MODE_B_T, MA_MODE_BF16
 
 __all__ = ["MAX_DIM", "INTERLEAVE", "ROW_BYTES", "DEST_A", "DEST_B", "DEST_C", "MaCommandLayout",
            "RowTag", "StepRequestLayout", "check_parameters", "element_shift", "tile_counts",
-           "group_count",
-           "clamp"]
+           "group_count", "is_bf16", "is_b_t", "b_rows", "clamp"]
 
 MAX_DIM = 128                    # the largest M, K, N
 # Output tiles that go through the array together, their k-steps interleaved: the PE's
@@ -57,9 +56,29 @@ class StepRequestLayout(data.StructLayout):
                           "jt": range(MAX_DIM // p + 1), "slot": range(INTERLEAVE), "half": 1})
 
 
+assert (MA_MODE_BF16, MA_MODE_B_T) == (1, 2), "MODE.MODE: bit 0 bf16, bit 1 B transposed"
+
+
+def is_bf16(cmd):
+    """MODE.MODE bit 0: bf16 operands (binary32 C); clear, int8 (int32 C)."""
+    return cmd.mode[0]
+
+
+def is_b_t(cmd):
+    """MODE.MODE bit 1: B transposed, stored as N rows of K elements (C = A·Bᵀ)."""
+    return cmd.mode[1]
+
+
 def element_shift(cmd):
     """log2 of the A/B element size in bytes: 1 in bf16 mode, 0 in int8 mode."""
-    return Mux(cmd.mode == MaMode.BF16, 1, 0)
+    return Mux(is_bf16(cmd), 1, 0)
+
+
+def b_rows(cmd):
+    """(rows, elements per row) of B as stored: K rows of N, or with B transposed N rows
+    of K."""
+    bt = is_b_t(cmd)
+    return Mux(bt, cmd.n, cmd.k), Mux(bt, cmd.k, cmd.n)
 
 
 def tile_counts(cmd, p):

@@ -17,6 +17,7 @@ from hdl.ma.layouts import (
     ROW_BYTES,
     MaCommandLayout,
     RowTag,
+    b_rows,
     clamp,
     element_shift,
     tile_counts,
@@ -26,7 +27,8 @@ __all__ = ["LoadSequencer"]
 
 
 class LoadSequencer(wiring.Component):
-    """Asks for all of B, then each A block and (with ACCUMULATE) the old-C tiles of each
+    """Asks for all of B (K rows of N, or with B transposed N rows of K: the buffers
+    hold either), then each A block and (with ACCUMULATE) the old-C tiles of each
     group of interleaved tiles, in the order the groups are issued, each as soon as its
     buffer is free.
 
@@ -54,10 +56,12 @@ class LoadSequencer(wiring.Component):
         # The command's derived bounds, registered (``cmd`` is steady long before ``run``).
         last_it = Signal(range(MAX_DIM // p + 1))
         last_jt = Signal(range(MAX_DIM // p + 1))
-        last_k = Signal(range(MAX_DIM))
+        last_b_row = Signal(range(MAX_DIM))
         b_bytes, a_bytes = Signal(range(ROW_BYTES + 1)), Signal(range(ROW_BYTES + 1))
-        m.d.sync += [last_it.eq(m_tiles - 1), last_jt.eq(n_tiles - 1), last_k.eq(cmd.k - 1),
-                     b_bytes.eq(cmd.n << shift), a_bytes.eq(cmd.k << shift)]
+        b_count, b_length = b_rows(cmd)
+        m.d.sync += [last_it.eq(m_tiles - 1), last_jt.eq(n_tiles - 1),
+                     last_b_row.eq(b_count - 1),
+                     b_bytes.eq(b_length << shift), a_bytes.eq(cmd.k << shift)]
         it = Signal(range(MAX_DIM // p + 1))
         jt = Signal(range(MAX_DIM // p + 1))
         row = Signal(range(MAX_DIM))
@@ -106,10 +110,10 @@ class LoadSequencer(wiring.Component):
                                  c_block_addr.eq(cmd.c_addr)]
                     m.next = "B"
             with state("B"):
-                ask(DEST_B, b_row_addr, b_bytes, row == last_k)
+                ask(DEST_B, b_row_addr, b_bytes, row == last_b_row)
                 with m.If(accepted):
                     m.d.sync += [row.eq(row + 1), b_row_addr.eq(b_row_addr + cmd.ldb)]
-                    with m.If(row == last_k):
+                    with m.If(row == last_b_row):
                         m.d.sync += row.eq(0)
                         m.next = "A_WAIT"
             with state("A_WAIT"):

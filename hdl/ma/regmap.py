@@ -129,12 +129,14 @@ REGISTERS = (
         "offset": 0x0020,
         "access": "RW",
         "read_strobe": False,
-        "description": "Arithmetic of the next command; sampled at START.",
+        "description": "Arithmetic and B layout of the next command; sampled at START.",
         "fields": (
             {"name": "MODE", "lsb": 0, "width": 2, "access": "RW", "reset": 0x0, "encode": "MaMode",
-             "description": ("Operand type, a value of spec.codes.MaMode: 0 int8 (int32 "
-                             "sums), 1 bf16 (binary32 sums). Other values are refused at "
-                             "START with ERROR = BAD_COMMAND.")},
+             "description": ("A value of spec.codes.MaMode. Bit 0, the operand type: 0 int8 "
+                             "(int32 sums), 1 bf16 (binary32 sums). Bit 1, B transposed: 0 B "
+                             "is K rows of N elements (C = A x B); 1 B is stored as N rows "
+                             "of K elements at LDB, row j holding column j of the product's "
+                             "B (C = A x B^T, as q x K^T).")},
             {"name": "ACCUMULATE", "lsb": 4, "width": 1, "access": "RW", "reset": 0x0, "encode": None,
              "description": "1: C += A x B (the old C is the starting value); 0: C = A x B."},
         ),
@@ -156,7 +158,8 @@ REGISTERS = (
         "offset": 0x0028,
         "access": "RW",
         "read_strobe": False,
-        "description": "Logical address of B (K x N, row-major).",
+        "description": ("Logical address of B (K x N, row-major; with MODE bit 1 N x K, "
+                        "row-major)."),
         "fields": (
             {"name": "ADDR", "lsb": 0, "width": 32, "access": "RW", "reset": 0x0, "encode": None,
              "description": ("Logical byte address of the operand's element (0, 0); "
@@ -192,7 +195,8 @@ REGISTERS = (
         "offset": 0x0034,
         "access": "RW",
         "read_strobe": False,
-        "description": "Row stride of B in bytes.",
+        "description": ("Row stride of B in bytes (between rows of K elements with MODE bit "
+                        "1)."),
         "fields": (
             {"name": "STRIDE", "lsb": 0, "width": 32, "access": "RW", "reset": 0x0, "encode": None,
              "description": "Distance between the starts of consecutive rows, in bytes."},
@@ -415,7 +419,7 @@ REGISTERS = (
         "offset": 0x2004,
         "access": "RW",
         "read_strobe": False,
-        "description": "Columns of A, rows of B.",
+        "description": "Columns of A, rows of B (columns of B as stored with MODE bit 1).",
         "fields": (
             {"name": "VALUE", "lsb": 0, "width": 16, "access": "RW", "reset": 0x0, "encode": None,
              "description": ("Number of elements, valid range 1..128. The field is 16 bits "
@@ -428,7 +432,7 @@ REGISTERS = (
         "offset": 0x2008,
         "access": "RW",
         "read_strobe": False,
-        "description": "Columns of B and C.",
+        "description": "Columns of B and C (rows of B as stored with MODE bit 1).",
         "fields": (
             {"name": "VALUE", "lsb": 0, "width": 16, "access": "RW", "reset": 0x0, "encode": None,
              "description": ("Number of elements, valid range 1..128. The field is 16 bits "
@@ -495,6 +499,10 @@ ENUMS = {
     "MaMode": (
         {"name": "INT8", "value": 0x0, "description": ""},
         {"name": "BF16", "value": 0x1, "description": ""},
+        {"name": "INT8_BT", "value": 0x2, "description":
+         "int8, B stored as N rows of K: C = A x B^T"},
+        {"name": "BF16_BT", "value": 0x3, "description":
+         "bf16, B stored as N rows of K: C = A x B^T"},
     ),
     "BlockId": (
         {"name": "MA", "value": 0x4d41, "description": "\"MA\""},

@@ -6,7 +6,7 @@ from amaranth.lib.wiring import In, Out
 
 from hdl.common.rowio import ADDR_BITS, ErrorReport
 from hdl.common.tat import TatTableLayout, tat_covers, tat_masks
-from hdl.ma.layouts import MAX_DIM, MaCommandLayout, element_shift
+from hdl.ma.layouts import MAX_DIM, MaCommandLayout, b_rows, element_shift
 from spec.codes import ErrorCode
 
 __all__ = ["TatWalk"]
@@ -14,6 +14,8 @@ __all__ = ["TatWalk"]
 
 class TatWalk(wiring.Component):
     """Checks that every row of A, then B, then C lies in mapped TAT regions.
+
+    B's rows are those stored: K rows of N elements, or with B transposed N rows of K.
 
     One row a cycle, after one cycle of set-up, while ``go`` is high: its first and last
     byte are translated (a row is at most 512 bytes, so it spans at most two pages), and
@@ -37,8 +39,9 @@ class TatWalk(wiring.Component):
         shift = element_shift(cmd)
         bases = [cmd.a_addr, cmd.b_addr, cmd.c_addr]
         strides = [cmd.lda, cmd.ldb, cmd.ldc]
-        rows = [cmd.m, cmd.k, cmd.m]
-        lengths = [cmd.k << shift, cmd.n << shift, cmd.n << 2]
+        b_count, b_length = b_rows(cmd)
+        rows = [cmd.m, b_count, cmd.m]
+        lengths = [cmd.k << shift, b_length << shift, cmd.n << 2]
 
         # Stage 1: the row being looked up (operand, row, its first and last byte).
         operand = Signal(range(3))

@@ -42,12 +42,13 @@ from golden.ma import TAT_ENTRIES, TatEntry, pack_matrix, tat_check, tat_first_u
 from golden.ma import gemm as golden_gemm
 from hdl.ma import regmap
 from hdl.top.ma import caps_word
-from spec.codes import BlockId, ErrorCode, MaMode
+from spec.codes import MA_MODE_B_T, MA_MODE_BF16, BlockId, ErrorCode, MaMode
 
 from .bfm import PAGE, KernelBench
 from .blocks import descriptor
 
-__all__ = ["MA_GTKW_GROUPS", "MAX_DIM", "Command", "Outcome", "MaBench", "element_size"]
+__all__ = ["MA_GTKW_GROUPS", "MAX_DIM", "Command", "Outcome", "MaBench", "element_size",
+           "b_transposed"]
 
 MAX_DIM = 128
 LOGICAL_LIMIT = 1 << 32
@@ -59,8 +60,14 @@ QUIET_CYCLES = 128
 
 
 def element_size(mode):
-    """Bytes per A/B element: 1 (int8) or 2 (bf16); C elements are always 4 bytes."""
-    return 2 if mode == MaMode.BF16 else 1
+    """Bytes per A/B element: 1 (int8) or 2 (bf16, MODE bit 0); C elements are always 4
+    bytes."""
+    return 2 if mode & MA_MODE_BF16 else 1
+
+
+def b_transposed(mode):
+    """MODE bit 1: B is stored as N rows of K elements (C = A·Bᵀ)."""
+    return bool(mode & MA_MODE_B_T)
 
 
 # --- Commands and outcomes -----------------------------------------------------------------
@@ -80,7 +87,8 @@ def _check_disjoint(cmd):
 
 @dataclass(frozen=True)
 class Command:
-    """The MA command registers. ``mode`` may be any MODE.MODE value (2 and 3 are bad)."""
+    """The MA command registers. ``mode`` is a MODE.MODE value (``spec.codes.MaMode``:
+    bit 0 bf16, bit 1 B transposed)."""
     mode: int
     m: int
     k: int
@@ -100,9 +108,10 @@ class Command:
     def operand_rows(self):
         """``(name, [(first byte, length)])`` of A, B and C rows, in TAT-walk order."""
         es = self.es
+        b_count, b_length = (self.n, self.k) if b_transposed(self.mode) else (self.k, self.n)
         return [
             ("A", [(self.a_addr + r * self.lda, self.k * es) for r in range(self.m)]),
-            ("B", [(self.b_addr + r * self.ldb, self.n * es) for r in range(self.k)]),
+            ("B", [(self.b_addr + r * self.ldb, b_length * es) for r in range(b_count)]),
             ("C", [(self.c_addr + r * self.ldc, self.n * 4) for r in range(self.m)]),
         ]
 
@@ -263,7 +272,7 @@ class MaBench(KernelBench):
     def predict_refusal(self, cmd):
         """``(code, ERR_ADDR)`` of the first failing check at START or of the TAT walk,
         or ``None`` if the command should run (docs/design.md order)."""
-        if cmd.mode not in (MaMode.INT8, MaMode.BF16) or not all(
+        if cmd.mode not in tuple(MaMode) or not all(
                 1 <= x <= MAX_DIM for x in (cmd.m, cmd.k, cmd.n)):
             return ErrorCode.BAD_COMMAND, 0
         if tat_check(self.tat) is not ErrorCode.NONE:
@@ -428,7 +437,8 @@ class MaBench(KernelBench):
                    expect=None, place=True, during=None, max_cycles=400_000):
         """Run C = A·B (or C += A·B) and check everything about it; return the Outcome.
 
-        ``a``/``b``: int8 or bf16-bit (uint16) arrays; ``c``: the old C (int32 /
+        ``a``/``b``: int8 or bf16-bit (uint16) arrays, ``b`` as stored: K×N, or N×K when
+        ``mode`` has B transposed (MODE bit 1); ``c``: the old C (int32 /
         float32 bits as uint32), random if ``None``. Strides default to a row. ``m``,
         ``k``, ``n`` override the shape written to the registers (for bad shapes).
         ``place``: store A, B and the old C through the TAT first (with random bytes
@@ -446,13 +456,15 @@ class MaBench(KernelBench):
         mode = int(mode)
         es = element_size(mode)
         a, b = np.asarray(a), np.asarray(b)
-        m_, k_, n_ = a.shape[0], a.shape[1], b.shape[1]
-        c_dtype = np.uint32 if mode == MaMode.BF16 else np.int32
+        bt = b_transposed(mode)
+        m_, k_, n_ = a.shape[0], a.shape[1], b.shape[0 if bt else 1]
+        c_dtype = np.uint32 if mode & MA_MODE_BF16 else np.int32
         if c is None:
             c = np.frombuffer(self.rng.randbytes(4 * m_ * n_), c_dtype).reshape(m_, n_)
         cmd = Command(mode=mode, m=m_ if m is None else m, k=k_ if k is None else k,
                       n=n_ if n is None else n, a_addr=a_addr, b_addr=b_addr, c_addr=c_addr,
-                      lda=k_ * es if lda is None else lda, ldb=n_ * es if ldb is None else ldb,
+                      lda=k_ * es if lda is None else lda,
+                      ldb=(k_ if bt else n_) * es if ldb is None else ldb,
                       ldc=n_ * 4 if ldc is None else ldc, accumulate=accumulate)
         if place:
             _check_disjoint(dataclasses.replace(cmd, m=m_, k=k_, n=n_))
@@ -464,12 +476,11 @@ class MaBench(KernelBench):
             self.place(a, cmd.a_addr, cmd.lda)
             self.place(b, cmd.b_addr, cmd.ldb)
             self.place(c, cmd.c_addr, cmd.ldc)
-        runnable = (m is None and k is None and n is None
-                    and mode in (MaMode.INT8, MaMode.BF16))
+        runnable = m is None and k is None and n is None and mode in tuple(MaMode)
         expected = golden_gemm(mode, a, b, c if accumulate else None) if runnable else None
         refusal = self.predict_refusal(cmd)
         if expected is None and refusal is None:
-            raise ValueError("shape overrides and MODE values other than int8/bf16 are for "
+            raise ValueError("shape overrides and MODE values outside MaMode are for "
                              "commands the MA refuses")
 
         before = self.ram.snapshot()

@@ -17,14 +17,15 @@ from hdl.common.axi import AxiResp
 from hdl.top.ma import MA_VERSION
 from sim import perf
 from sim.bfm import PAGE, ErrorRange
-from sim.ma_driver import Command, MaBench, element_size
+from sim.ma_driver import Command, MaBench, b_transposed, element_size
 from sim.seed import test_seed
-from spec.codes import ErrorCode, MaMode
+from spec.codes import MA_MODE_BF16, ErrorCode, MaMode
 
 ICARUS = cocotb.SIM_NAME.lower().startswith("icarus")
 P = 8
 BUS_BYTES = 16
 INT8, BF16 = MaMode.INT8, MaMode.BF16
+INT8_BT, BF16_BT = MaMode.INT8_BT, MaMode.BF16_BT      # B stored as N rows of K
 # The default TAT: logical [0, 2 GiB) on a physical base with bits 47:32 set.
 HIGH = 0xBEEF_8000_0000
 WIDE = [TatEntry(True, 0, 19, HIGH)]
@@ -76,9 +77,12 @@ def rand_bf16(rng, rows, cols, wild=0.05):
 
 
 def rand_operands(rng, mode, m, k, n):
-    if mode == INT8:
-        return rand_int8(rng, m, k), rand_int8(rng, k, n)
-    return rand_bf16(rng, m, k), rand_bf16(rng, k, n)
+    """A (M×K) and B as stored: K×N, or N×K when ``mode`` has B transposed."""
+    if mode & MA_MODE_BF16:
+        a, b = rand_bf16(rng, m, k), rand_bf16(rng, k, n)
+    else:
+        a, b = rand_int8(rng, m, k), rand_int8(rng, k, n)
+    return a, (b.T.copy() if b_transposed(mode) else b)
 
 
 def round_up(x, unit):
@@ -87,17 +91,19 @@ def round_up(x, unit):
 
 def layout(rng, mode, m, k, n, *, base=0x40000, gap=True, min_pad=0):
     """Random addresses and strides for A, B, C one after the other from ``base``.
-    ``gap``: strides larger than a row by a random amount (at least ``min_pad`` bytes)."""
+    ``gap``: strides larger than a row by a random amount (at least ``min_pad`` bytes).
+    With B transposed (``mode`` bit 1) B is N rows of K."""
     es = element_size(mode)
+    b_count, b_length = (n, k) if b_transposed(mode) else (k, n)
 
     def stride(row, unit):
         pad = max(min_pad, unit * rng.randrange(0, 9)) if gap else 0
         return round_up(row + pad, unit)
 
-    lda, ldb, ldc = stride(k * es, es), stride(n * es, es), stride(n * 4, 4)
+    lda, ldb, ldc = stride(k * es, es), stride(b_length * es, es), stride(n * 4, 4)
     a_addr = base + es * rng.randrange(0, 40)
     b_addr = round_up(a_addr + m * lda + 32 + rng.randrange(0, 200), es)
-    c_addr = round_up(b_addr + k * ldb + 32 + rng.randrange(0, 200), 4)
+    c_addr = round_up(b_addr + b_count * ldb + 32 + rng.randrange(0, 200), 4)
     return dict(a_addr=a_addr, b_addr=b_addr, c_addr=c_addr, lda=lda, ldb=ldb, ldc=ldc)
 
 
@@ -226,11 +232,11 @@ async def gemm_random(dut):
 
 @cocotb.test()
 async def gemm_large(dut):
-    """Full-size operands: a 128×128×128 tile per mode on Verilator; on Icarus K=128
-    with small M and N."""
+    """Full-size operands: a 128×128×128 tile per mode, with B as K rows and transposed
+    as N rows (MODE bit 1), on Verilator; on Icarus K=128 with small M and N."""
     bench, rng = await new_bench(dut)
     shape = (10, 128, 9) if ICARUS else (128, 128, 128)
-    for mode in (INT8, BF16):
+    for mode in (INT8, BF16, INT8_BT, BF16_BT):
         outcome = await random_gemm(bench, rng, mode, shape, accumulate=False)
         dut._log.info("%s %s: %d cycles", mode.name, shape, outcome.cycles)
         perf.check(f"ma.gemm_large.{mode.name}.{'x'.join(map(str, shape))}", outcome.cycles)
@@ -358,6 +364,112 @@ async def strides(dut):
         await bench.gemm(mode, a, b, a_addr=0x0100_0000 + 6 * es, lda=0x0010_0000 + 2 * es,
                          b_addr=0x0040_0000, c_addr=0x1000_0000 + 8, ldc=0x0020_0004,
                          accumulate=True)
+
+
+# --- B transposed (MODE bit 1) ---------------------------------------------------------
+
+@cocotb.test()
+async def b_transposed_random(dut):
+    """MODE bit 1, B stored as N rows of K (C = A·Bᵀ, q·Kᵀ), int8 and bf16: random shapes
+    (1×1×1, non-multiples of P, up to 128 on Verilator), strides, alignments, ACCUMULATE
+    (and an accumulate chain), each followed by a plain-B command of the same shape;
+    bf16 special values; rows of Bᵀ that overlap (LDB smaller than a row, and 0)."""
+    bench, rng = await new_bench(dut)
+    count, limit = (5, 20) if ICARUS else (12, 128)
+    for shape in shapes(rng, count, limit):
+        mode = rng.choice((INT8_BT, BF16_BT))
+        outcome = await random_gemm(bench, rng, mode, shape)
+        plain = await random_gemm(bench, rng, MaMode(mode & MA_MODE_BF16), shape)
+        dut._log.info("M, K, N = %s: %s %d cycles, %s %d", shape, mode.name, outcome.cycles,
+                      MaMode(mode & MA_MODE_BF16).name, plain.cycles)
+
+    # ACCUMULATE twice onto the same C (the second reads what the first wrote).
+    m, k, n = (P + 3, 7, 2 * P + 1) if ICARUS else (50, 77, 61)
+    for mode in (INT8_BT, BF16_BT):
+        a, b = rand_operands(rng, mode, m, k, n)
+        where = layout(rng, mode, m, k, n)
+        c_dtype = np.uint32 if mode & MA_MODE_BF16 else np.int32
+        c = np.frombuffer(rng.randbytes(4 * m * n), c_dtype).reshape(m, n)
+        if mode & MA_MODE_BF16:
+            c = (c & np.uint32(0x807FFFFF)) | np.uint32(0x3F000000)
+        await bench.gemm(mode, a, b, c, accumulate=True, **where)
+        c1 = golden_gemm(mode, a, b, c)
+        await bench.gemm(mode, a, b, c1, accumulate=True, place=False, **where)
+
+    # bf16 specials in A and Bᵀ, onto special old C.
+    g = nprng(rng)
+    m, k, n = (6, 12, 10) if ICARUS else (24, 40, 30)
+    a = np.where(g.random((m, k)) < 0.3, g.choice(BF16_SPECIALS, (m, k)),
+                 rand_bf16(rng, m, k)).astype(np.uint16)
+    bt = np.where(g.random((n, k)) < 0.3, g.choice(BF16_SPECIALS, (n, k)),
+                  rand_bf16(rng, n, k)).astype(np.uint16)
+    c = g.choice(F32_SPECIALS, (m, n)).astype(np.uint32)
+    await bench.gemm(BF16_BT, a, bt, c, accumulate=True, **layout(rng, BF16_BT, m, k, n))
+
+    # Overlapping rows of Bᵀ: LDB of 3 elements, then 0 (every column of C the same).
+    m, k, n = (P + 2, 13, P + 3) if ICARUS else (3 * P + 1, 45, 2 * P + 7)
+    for mode in (INT8_BT, BF16_BT):
+        es = element_size(mode)
+        a = rand_operands(rng, mode, m, k, 1)[0]
+        a_addr, b_addr, c_addr = 0x0030_0000 + es, 0x0031_0000 + 3 * es, 0x0032_0000 + 4
+        for ldb in (3 * es, 0):
+            span = (n - 1) * ldb + k * es
+            image = bytes(g.integers(0, 256, span, dtype=np.uint8))
+            if mode & MA_MODE_BF16:   # moderate values: clear the exponent's top bit
+                image = bytes(x & 0xBF if i % 2 else x for i, x in enumerate(image))
+            bt = unpack_matrix(image, n, k, np.uint16 if mode & MA_MODE_BF16 else np.int8, ldb)
+            bench.place(a, a_addr, k * es)
+            bench.write_logical(b_addr, image)
+            await bench.gemm(mode, a, bt, a_addr=a_addr, b_addr=b_addr, ldb=ldb,
+                             c_addr=c_addr, place=False)
+
+
+@cocotb.test()
+async def b_transposed_errors(dut):
+    """The checks with B transposed: BF16_BT with an odd B_ADDR or LDB is MISALIGNED
+    (INT8_BT accepts them); the walk covers Bᵀ's N rows of LDB (a TAT that maps K rows
+    but not N gives TAT_MISS at Bᵀ's first unmapped row, and a B whose K rows miss but
+    whose N rows fit runs); a Bᵀ row with a read error stops the command with
+    AXI_READ_ERROR at that row, writing nothing."""
+    bench, rng = await new_bench(dut)
+    m, k, n = 5, 6, 7
+    a, bt = rand_operands(rng, BF16_BT, m, k, n)
+    where = layout(rng, BF16_BT, m, k, n)
+    for case in (dict(b_addr=where["b_addr"] + 1), dict(ldb=where["ldb"] + 1),
+                 dict(ldb=where["ldb"] + 3, c_addr=where["c_addr"] + 2)):
+        await bench.gemm(BF16_BT, a, bt, expect=ErrorCode.MISALIGNED, **dict(where, **case))
+        await good_command(bench, rng)
+    a8, bt8 = rand_operands(rng, INT8_BT, m, k, n)
+    await bench.gemm(INT8_BT, a8, bt8, a_addr=0x40001, lda=k + 3, b_addr=0x41003, ldb=k + 1,
+                     c_addr=0x42004, ldc=4 * n + 4)
+
+    # The TAT maps a 16 KiB region; Bᵀ's rows are 0x100 apart from 5 rows before its end.
+    region = 0x0060_0000
+    tat = [TatEntry(True, region, 2, 0x0000_5555_0000)]
+    for mode, (mm, kk, nn), code in ((BF16_BT, (m, k, 9), ErrorCode.TAT_MISS),
+                                     (BF16_BT, (m, 9, 5), None)):
+        a, bt = rand_operands(rng, mode, mm, kk, nn)
+        await bench.set_tat(tat)
+        outcome = await bench.gemm(mode, a, bt, expect=code, a_addr=region + 0x40, lda=kk * 2,
+                                   b_addr=region + 0x4000 - 5 * 0x100, ldb=0x100,
+                                   c_addr=region + 0x1000, ldc=nn * 4)
+        if code is not None:
+            assert outcome.err_addr == region + 0x4000, hex(outcome.err_addr)
+        await good_command(bench, rng)
+
+    # A read error on row j of Bᵀ.
+    for mode in (INT8_BT, BF16_BT):
+        es = element_size(mode)
+        m, k, n = 2 * P + 3, 20, P + 5
+        a, bt = rand_operands(rng, mode, m, k, n)
+        where = layout(rng, mode, m, k, n, min_pad=2 * BUS_BYTES)
+        row = rng.randrange(n)
+        error_range(bench, where["b_addr"] + row * where["ldb"] + es, 1)
+        writes = len(bench.ram.writes)
+        outcome = await bench.gemm(mode, a, bt, expect=ErrorCode.AXI_READ_ERROR, **where)
+        assert outcome.err_addr == where["b_addr"] + row * where["ldb"], hex(outcome.err_addr)
+        assert len(bench.ram.writes) == writes, "C was written although Bᵀ failed to load"
+        await good_command(bench, rng)
 
 
 # --- TAT -----------------------------------------------------------------------------------
@@ -497,8 +609,9 @@ async def tat_miss(dut):
 
 @cocotb.test()
 async def bad_shapes(dut):
-    """M, K or N of 0, 129 or 0xFFFF, and MODE 2 or 3, are refused with BAD_COMMAND
-    (ERR_ADDR 0, no memory access, BUSY never seen); the next good command works."""
+    """M, K or N of 0, 129 or 0xFFFF are refused with BAD_COMMAND (ERR_ADDR 0, no memory
+    access, BUSY never seen), with B transposed too; the next good command works. (Every
+    MODE.MODE value is a mode: bit 1 is B transposed.)"""
     bench, rng = await new_bench(dut)
     a, b = rand_operands(rng, INT8, 3, 4, 5)
     where = layout(rng, INT8, 3, 4, 5)
@@ -506,8 +619,11 @@ async def bad_shapes(dut):
                      dict(n=129), dict(m=0xFFFF), dict(m=128, k=128, n=129),
                      dict(k=1000)):
         await bench.gemm(INT8, a, b, expect=ErrorCode.BAD_COMMAND, **override, **where)
-    for mode in (2, 3):
-        await bench.gemm(mode, a, b, expect=ErrorCode.BAD_COMMAND, **where)
+    for mode in (INT8_BT, BF16_BT):
+        a, b = rand_operands(rng, mode, 3, 4, 5)
+        where = layout(rng, mode, 3, 4, 5)
+        for override in (dict(n=0), dict(k=129), dict(n=129), dict(m=0xFFFF)):
+            await bench.gemm(mode, a, b, expect=ErrorCode.BAD_COMMAND, **override, **where)
     await good_command(bench, rng)
 
 

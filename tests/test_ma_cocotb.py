@@ -31,7 +31,7 @@ TESTS = [
     "registers", "gemm_random", "gemm_large", "int8_extremes", "bf16_special_values",
     "accumulate_chain", "mode_switch", "strides", "tat_regions", "bad_tat", "tat_miss", "bad_shapes",
     "misaligned", "axi_read_error", "axi_write_error", "start_while_busy", "ctr_and_time",
-    "interrupts", "backpressure", "memory_latency",
+    "interrupts", "backpressure", "memory_latency", "b_transposed_random", "b_transposed_errors",
 ]
 
 

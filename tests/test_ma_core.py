@@ -12,7 +12,7 @@ from amaranth.sim import Simulator
 from golden.ma import gemm, pack_matrix, unpack_matrix
 from hdl.ma.core import MatrixCore
 from sim.bfm.memport import PortMemory
-from spec.codes import ErrorCode, MaMode
+from spec.codes import MA_MODE_B_T, ErrorCode, MaMode
 
 MEM_BYTES = 1 << 17
 
@@ -76,9 +76,11 @@ def run_commands(p, data_width, commands, mem_init, tat=None, stall=0.0, max_cyc
     return results, mem
 
 
-def layout(m, k, n, bf16, rng, accumulate):
+def layout(m, k, n, bf16, rng, accumulate, b_t=False):
+    """A command, its memory image, the golden C and where C is. ``b_t``: B transposed,
+    stored as N rows of K (MODE bit 1)."""
     es = 2 if bf16 else 1
-    lda, ldb, ldc = k * es + 2 * es, n * es + 6 * es, n * 4 + 8
+    lda, ldb, ldc = k * es + 2 * es, (k if b_t else n) * es + 6 * es, n * 4 + 8
     a_addr, b_addr, c_addr = 0x1002 if bf16 else 0x1003, 0x5000 + 6, 0x9000 + 4
     if bf16:
         a = rng.integers(0x3C00, 0x4100, (m, k)).astype(np.uint16) | \
@@ -91,13 +93,14 @@ def layout(m, k, n, bf16, rng, accumulate):
         b = rng.integers(-128, 128, (k, n)).astype(np.int8)
         c = rng.integers(-2**31, 2**31, (m, n)).astype(np.int32)
     image = bytearray(MEM_BYTES)
-    for addr, arr, ld in ((a_addr, a, lda), (b_addr, b, ldb), (c_addr, c, ldc)):
+    for addr, arr, ld in ((a_addr, a, lda), (b_addr, b.T if b_t else b, ldb), (c_addr, c, ldc)):
         blob = pack_matrix(arr, ld)
         image[addr:addr + len(blob)] = blob
-    cmd = {"mode": MaMode.BF16 if bf16 else MaMode.INT8, "accumulate": accumulate,
+    mode = (MaMode.BF16 if bf16 else MaMode.INT8) | (MA_MODE_B_T if b_t else 0)
+    cmd = {"mode": MaMode(mode), "accumulate": accumulate,
            "a_addr": a_addr, "b_addr": b_addr, "c_addr": c_addr,
            "lda": lda, "ldb": ldb, "ldc": ldc, "m": m, "k": k, "n": n}
-    expected = gemm(cmd["mode"], a, b, c if accumulate else None)
+    expected = gemm(cmd["mode"] & ~MA_MODE_B_T, a, b, c if accumulate else None)
     return cmd, image, expected, (c_addr, ldc, expected.dtype)
 
 
@@ -121,6 +124,68 @@ def test_gemm_matches_golden(seed, p, data_width, m, k, n, bf16, accumulate, sta
     assert result.get("outcome") == "done", result
     got = unpack_matrix(bytes(mem[c_addr:]), m, n, dtype, ldc)
     np.testing.assert_array_equal(got, expected, err_msg=f"seed={seed}")
+
+
+@pytest.mark.parametrize("seed,p,data_width,m,k,n,bf16,accumulate,stall", [
+    (31, 2, 64, 3, 5, 3, False, False, 0.0),
+    (32, 4, 128, 5, 7, 6, True, True, 0.3),
+    (33, 4, 64, 6, 9, 13, False, True, 0.0),    # N past a group of 4 tiles
+    (34, 8, 256, 9, 17, 10, True, False, 0.4),  # Bᵀ rows of two bus words and a part
+    (35, 4, 512, 5, 70, 9, False, True, 0.0),
+    (36, 2, 128, 1, 1, 1, True, False, 0.0),
+])
+def test_gemm_b_transposed(seed, p, data_width, m, k, n, bf16, accumulate, stall):
+    """MODE bit 1: B stored as N rows of K (C = A·Bᵀ), bit-exact against the golden
+    model's product with the non-transposed B."""
+    rng = np.random.default_rng(seed)
+    cmd, image, expected, (c_addr, ldc, dtype) = layout(m, k, n, bf16, rng, accumulate, True)
+    result, mem = run_core(p, data_width, cmd, image, stall=stall)
+    assert result.get("outcome") == "done", result
+    assert outside_c_unchanged(image, mem, c_addr, ldc, m, n)
+    got = unpack_matrix(bytes(mem[c_addr:]), m, n, dtype, ldc)
+    np.testing.assert_array_equal(got, expected, err_msg=f"seed={seed}")
+
+
+def test_b_transposed_then_plain():
+    """A Bᵀ command, then a plain one with the same B memory read as K rows: each reads
+    its own layout (the second is not served from the first's buffer)."""
+    rng = np.random.default_rng(37)
+    m, k, n = 6, 10, 7
+    first = layout(m, k, n, True, rng, False, b_t=True)
+    second = layout(m, k, n, True, rng, False)
+    image = bytearray(first[1])
+    cmd2 = dict(second[0])
+    shift = 0x10000
+    for key in ("a_addr", "b_addr", "c_addr"):
+        cmd2[key] += shift
+    image[shift:] = second[1][:MEM_BYTES - shift]
+    (r1, r2, r3), mem = run_commands(4, 128, [(first[0], set()), (cmd2, set()),
+                                              (first[0], set())], image)
+    assert r1["outcome"] == r2["outcome"] == r3["outcome"] == "done"
+    for (_, _, expected, (c_addr, ldc, dtype)), offset in ((first, 0), (second, shift)):
+        got = unpack_matrix(bytes(mem[c_addr + offset:]), m, n, dtype, ldc)
+        np.testing.assert_array_equal(got, expected)
+
+
+def test_b_transposed_walks_n_rows():
+    """With B transposed the walk checks N rows of LDB (not K): a TAT that maps K rows
+    of B but not N misses at Bᵀ's first unmapped row; BF16_BT checks B's alignment."""
+    rng = np.random.default_rng(38)
+    m, k, n = 3, 4, 9
+    cmd, image, _, _ = layout(m, k, n, True, rng, False, b_t=True)
+    # B at the end of the first 16 KiB: rows 0..4 inside, row 5 (of N = 9) outside.
+    cmd.update(b_addr=0x4000 - 5 * 0x100, ldb=0x100, c_addr=0x1800, a_addr=0x1000)
+    tat = identity_tat()
+    tat[0] = {"valid": 1, "size": 2, "logical_page": 0, "physical_page": 0}
+    result, mem = run_core(4, 128, cmd, image, tat=tat)
+    assert (result["outcome"], result["code"]) == ("fail", ErrorCode.TAT_MISS), result
+    assert result["addr"] == 0x4000
+    assert bytes(mem) == bytes(image)
+    # The plain mode of the same registers reads K = 4 rows: all mapped.
+    result, _ = run_core(4, 128, dict(cmd, mode=MaMode.BF16), image, tat=tat)
+    assert result["outcome"] == "done", result
+    result, _ = run_core(4, 128, dict(cmd, ldb=0x101), image, tat=tat)
+    assert result["refuse"] == ErrorCode.MISALIGNED
 
 
 def test_refused_shape():

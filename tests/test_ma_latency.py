@@ -17,26 +17,39 @@ from tests.test_ma_core import layout, run_core
 
 LATENCY = 6          # the test memory's response latency, cycles
 SEEDS = range(20)
+B_T_SEEDS = range(6)
 
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_model_within_two_percent(seed):
-    rng = np.random.default_rng(1000 + seed)
+    check_model(1000 + seed, b_t=False)
+
+
+@pytest.mark.parametrize("seed", B_T_SEEDS)
+def test_model_b_transposed(seed):
+    """B transposed (MODE bit 1): B loaded as N rows of K, the walk over 2·M + N rows."""
+    check_model(2000 + seed, b_t=True)
+
+
+def check_model(seed, b_t):
+    rng = np.random.default_rng(seed)
     p = int(rng.choice([2, 4]))
     data_width = int(rng.choice([64, 128]))
     m, k, n = (int(x) for x in rng.integers(4, 41, 3))
     bf16, accumulate = bool(rng.integers(2)), bool(rng.integers(2))
-    cmd, image, _, _ = layout(m, k, n, bf16, rng, accumulate)
+    cmd, image, _, _ = layout(m, k, n, bf16, rng, accumulate, b_t)
     result, _ = run_core(p, data_width, cmd, image)
     assert result["outcome"] == "done", result
     model = ma_cycles(MaCommand(m=m, k=k, n=n, bf16=bf16, accumulate=accumulate,
+                                b_transposed=b_t,
                                 **{key: cmd[key] for key in
                                    ("a_addr", "b_addr", "c_addr", "lda", "ldb", "ldc")}),
                       p=p, data_width=data_width, latency=LATENCY)
     error = abs(model - result["cycles"]) / result["cycles"]
-    print(f"seed={1000 + seed} P={p} bus={data_width} {m}x{k}x{n} bf16={bf16} "
-          f"acc={accumulate}: RTL {result['cycles']} model {model} ({100 * error:.2f} %)")
-    assert error <= 0.02, (f"seed={1000 + seed}: model {model} cycles, RTL "
+    print(f"seed={seed} P={p} bus={data_width} {m}x{k}x{n} bf16={bf16} "
+          f"acc={accumulate} b_t={b_t}: RTL {result['cycles']} model {model} "
+          f"({100 * error:.2f} %)")
+    assert error <= 0.02, (f"seed={seed}: model {model} cycles, RTL "
                            f"{result['cycles']} cycles ({100 * error:.2f} % off)")
 
 

@@ -125,9 +125,9 @@ class VaCmd:
 class MaCmd:
     """An MA GEMM ``C (M×N) = A (M×K) · B (K×N)`` (or ``C + A·B`` with ``accumulate``).
     ``mode`` a :class:`spec.codes.MaMode`: bf16 operands with binary32 C, or int8 with
-    int32 C. Row strides ``lda``, ``ldb``, ``ldc`` in elements. ``b_transposed`` (a
-    proposed MODE bit, no RTL yet): B is read as N×K, ``B[k][n] = b[n·ldb + k]``, the
-    transposed operand of q·Kᵀ."""
+    int32 C. Row strides ``lda``, ``ldb``, ``ldc`` in elements. ``b_transposed`` (MODE
+    bit 1, ``MaMode.BF16_BT`` / ``INT8_BT``): B is read as N×K, ``B[k][n] = b[n·ldb + k]``,
+    the transposed operand of q·Kᵀ."""
     mode: MaMode
     m: int
     k: int
@@ -436,14 +436,15 @@ def count_commands(program):
 
 def ma_command_cycles(program, cmd):
     """The MA latency model's cycles for ``cmd`` (byte addresses from the program's
-    layout; ``b_transposed`` is not modelled, its B rows are timed as K rows of N)."""
+    layout; with ``b_transposed`` B is loaded as N rows of K, as the MA reads it)."""
     t = program.tensors
     es = {"bf16": 2, "int8": 1}
     ae = es[t[cmd.a.tensor].dtype]
     ce = t[cmd.c.tensor].itemsize
     mc = MaCommand(cmd.m, cmd.k, cmd.n, MaMode(cmd.mode) is MaMode.BF16, cmd.accumulate,
                    t[cmd.a.tensor].addr + cmd.a.offset * ae, t[cmd.b.tensor].addr + cmd.b.offset * ae,
-                   t[cmd.c.tensor].addr + cmd.c.offset * ce, cmd.lda * ae, cmd.ldb * ae, cmd.ldc * ce)
+                   t[cmd.c.tensor].addr + cmd.c.offset * ce, cmd.lda * ae, cmd.ldb * ae, cmd.ldc * ce,
+                   cmd.b_transposed)
     cfg = program.config
     return ma_cycles(mc, p=cfg.p, data_width=cfg.bus_bits, latency=cfg.latency)
 
@@ -555,6 +556,6 @@ def summary(preset, position=None, config=None, mode="bf16"):
             for _, step in steps]
     lines.append(f"{'va':5} {'cycles':16} " + " ".join(f"{v:8d}" for v in vcyc) + f" {sum(vcyc):8d}")
     lines.append("MA cycles: golden/ma_latency.py per command, the commands one after another "
-                 "(b_transposed timed as a plain B); VA cycles: golden/va_latency.py per "
+                 "(b_transposed: B loaded as N rows of K); VA cycles: golden/va_latency.py per "
                  "command, the same way (DEQUANTIZE_MEM timed as DEQUANTIZE)")
     return "\n".join(lines)

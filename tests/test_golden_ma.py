@@ -654,7 +654,25 @@ def test_gemm_dispatch():
     b16 = float_to_bf16_rne(rng.standard_normal((4, 2)))
     assert np.array_equal(gemm(int(MaMode.BF16), a16, b16), gemm_bf16(a16, b16))
     with pytest.raises(ValueError):
-        gemm(2, a, b)
+        gemm(4, a, b)
+
+
+def test_gemm_b_transposed_dispatch():
+    """MODE bit 1 (or ``b_transposed``): B given as stored, N×K; the result is the
+    plain mode's on its transpose, bit for bit (accumulating too)."""
+    rng = np.random.default_rng(4)
+    a = rng.integers(-128, 128, (3, 5), dtype=np.int8)
+    b = rng.integers(-128, 128, (5, 4), dtype=np.int8)
+    c = rng.integers(-2**31, 2**31, (3, 4)).astype(np.int32)
+    bt = np.ascontiguousarray(b.T)
+    assert np.array_equal(gemm(MaMode.INT8_BT, a, bt), gemm_int8(a, b))
+    assert np.array_equal(gemm(MaMode.INT8, a, bt, c, b_transposed=True), gemm_int8(a, b, c))
+    a16 = float_to_bf16_rne(rng.standard_normal((3, 5)))
+    b16 = float_to_bf16_rne(rng.standard_normal((5, 4)))
+    c32 = gemm_bf16(a16, b16)
+    assert np.array_equal(gemm(int(MaMode.BF16_BT), a16, b16.T, c32), gemm_bf16(a16, b16, c32))
+    with pytest.raises(ValueError, match="B's rows"):
+        gemm(MaMode.BF16_BT, a16, b16)      # B not transposed: 5×4 read as N×K
 
 
 def test_gemm_argument_checks():

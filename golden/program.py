@@ -452,8 +452,7 @@ def ma_command_cycles(program, cmd):
 def va_command_cycles(program, cmd):
     """The VA latency model's cycles for ``cmd``, its ``repeat`` repetitions one after
     the other (byte addresses from the program's layout, repetition r's operands at
-    ``offset + r·step``; indexed forms as if no index were -1; DEQUANTIZE_MEM timed as
-    DEQUANTIZE)."""
+    ``offset + r·step``; indexed forms as if no index were -1)."""
     t = program.tensors
 
     def addr(o, r):
@@ -557,5 +556,5 @@ def summary(preset, position=None, config=None, mode="bf16"):
     lines.append(f"{'va':5} {'cycles':16} " + " ".join(f"{v:8d}" for v in vcyc) + f" {sum(vcyc):8d}")
     lines.append("MA cycles: golden/ma_latency.py per command, the commands one after another "
                  "(b_transposed: B loaded as N rows of K); VA cycles: golden/va_latency.py per "
-                 "command, the same way (DEQUANTIZE_MEM timed as DEQUANTIZE)")
+                 "command, the same way")
     return "\n".join(lines)

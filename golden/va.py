@@ -530,7 +530,8 @@ class VaCommand:
 
     Addresses are physical byte addresses (48 bits). ``esize`` is log2 of the element
     size for the gather/scatter family (0, 1, 2). ``scalar``: bf16 in bits 15:0 for
-    SCALE, binary32 ε for RMSNORM, binary32 scale for DEQUANTIZE, bf16 ``lo`` (15:0) and
+    SCALE, binary32 ε for RMSNORM, binary32 scale for DEQUANTIZE (DEQUANTIZE_MEM: the
+    weight scale, times the binary32 at SRC2), bf16 ``lo`` (15:0) and
     ``hi`` (31:16) for CLAMP.
     """
     op: int
@@ -788,19 +789,19 @@ def _run(cmd, mem, lanes, addrs):
 
 # ---------------------------------------------------------------------------------------
 # The layer program's commands beyond SQRT = 21 (golden/program.py needs them; opcodes
-# 22..27 of spec.codes.VaOpcode). RECIP, CVT_F32, MUL_MEM, ADD_MEM and TOPK_WIDE are
-# built: the RTL runs them and so does :func:`execute` (above). The proposed one,
-# DEQUANTIZE_MEM, has no RTL yet: the RTL refuses it as BAD_COMMAND, and so does
-# :func:`execute`; :func:`execute_proposed` runs it. Each contract is on its member
-# below; registers as in :class:`VaCommand` (LENGTH elements, byte addresses, SCALAR).
+# 22..27 of spec.codes.VaOpcode). All six are built: the RTL runs them and so does
+# :func:`execute` (above). :data:`PROPOSED_OPCODES` (commands with a golden contract and
+# no RTL yet, refused by the RTL and by :func:`execute`, run by :func:`execute_proposed`)
+# is empty. Each contract is on its member below; registers as in :class:`VaCommand`
+# (LENGTH elements, byte addresses, SCALAR).
 
 PROGRAM_OPCODES = (VaOpcode.RECIP, VaOpcode.CVT_F32, VaOpcode.MUL_MEM, VaOpcode.ADD_MEM,
                    VaOpcode.DEQUANTIZE_MEM, VaOpcode.TOPK_WIDE)
 """The layer program's commands 22..27 (their contracts: :data:`PROPOSED_CONTRACTS`)."""
 
-PROPOSED_OPCODES = (VaOpcode.DEQUANTIZE_MEM,)
-"""The commands of :data:`PROGRAM_OPCODES` with no RTL yet: golden definitions below,
-run by :func:`execute_proposed` only."""
+PROPOSED_OPCODES = ()
+"""The commands of :data:`PROGRAM_OPCODES` with no RTL yet (none now: DEQUANTIZE_MEM and
+TOPK_WIDE, the last two, are built), run by :func:`execute_proposed` only."""
 
 ProposedVaOpcode = IntEnum("ProposedVaOpcode", [(op.name, int(op)) for op in PROGRAM_OPCODES])
 """The opcodes of :data:`PROGRAM_OPCODES` as an enum of their own (for users that name

@@ -39,16 +39,11 @@ cycle, many in flight.
 simulator on random commands of every opcode.
 """
 
-from dataclasses import replace
-
 from spec.codes import VaOpcode
 from spec.memory import PAGE_BYTES
 from spec.va import MAX_K, SUM_INTERLEAVE
 
-__all__ = ["VaState", "va_cycles", "va_passes", "va_repeat_cycles", "STAND_INS"]
-
-# Opcodes the RTL does not run yet, timed as the command they extend.
-STAND_INS = {VaOpcode.DEQUANTIZE_MEM: VaOpcode.DEQUANTIZE}
+__all__ = ["VaState", "va_cycles", "va_passes", "va_repeat_cycles"]
 
 
 MAX_BURST = 16          # bus words per burst (hdl.va.streams.MAX_BURST)
@@ -234,6 +229,7 @@ ENGINE_DEPTH = 12                    # ADD, MUL, SCALE, MUL_MEM, ADD_MEM (the la
 UNARY_DEPTH = {VaOpcode.EXP: 44, VaOpcode.SILU: 44, VaOpcode.RECIP: 44,
                VaOpcode.SOFTMAX: 44, VaOpcode.RMSNORM: 44}
 PACKED_DEPTH = 44                    # DEQUANTIZE, CVT_F32, QUANTIZE: half a word a step
+SCALE_PRODUCT = 5                    # DEQUANTIZE_MEM: the SRC2 word → the first step
 EXT_DEPTH = 32                       # CLAMP, SOFTPLUS, SQRT (hdl.va.extfunc)
 ROPE_DEPTH = 12
 
@@ -306,15 +302,12 @@ def va_cycles(cmd, *, lanes, data_width, fn_lanes=None, latency, state=None, mem
     """Predicted cycles from START to DONE (as the VA's CTR counts them) of ``cmd`` (a
     :class:`golden.va.VaCommand`) on a VA of ``lanes`` lanes, a ``data_width``-bit bus
     and ``fn_lanes`` function lanes (None: data_width/16), with ``latency`` cycles of
-    memory latency. DEQUANTIZE_MEM (a golden contract without RTL) is timed as
-    DEQUANTIZE: :data:`STAND_INS`.
+    memory latency.
     ``state`` (a :class:`VaState`, updated in place): what the previous
     command left; None: the VA after reset. The indexed forms skip the elements whose
     index is -1: ``memory`` (bytes from physical address ``origin``) holds the indices;
     None: no element is skipped."""
     state = VaState() if state is None else state
-    if cmd.op in STAND_INS:
-        cmd = replace(cmd, op=STAND_INS[cmd.op], k=min(cmd.k, MAX_K_ENTRIES))
     fn = data_width // 16 if fn_lanes is None else fn_lanes
     pieces = (data_width // 16) // fn
     narrowed = pieces > 1
@@ -362,9 +355,12 @@ def va_cycles(cmd, *, lanes, data_width, fn_lanes=None, latency, state=None, mem
         ready = stream([(cmd.src, 2 * n), None, None, None], [[(0, k)] for k in range(w)],
                        pieces, depth)
         end = ch.write(ready, cmd.dst, 2 * n)
-    elif op in (VaOpcode.DEQUANTIZE, VaOpcode.CVT_F32):
+    elif op in (VaOpcode.DEQUANTIZE, VaOpcode.CVT_F32, VaOpcode.DEQUANTIZE_MEM):
         w = x_words(4 * n)
-        takes = stream([(cmd.src, 4 * n), None, None, None], [[(0, k)] for k in range(w)],
+        y = (src2, 4) if op == VaOpcode.DEQUANTIZE_MEM else None
+        # DEQUANTIZE_MEM: the scale product is ready SCALE_PRODUCT cycles after its word
+        steps = [[(0, k)] + ([(1, 0, SCALE_PRODUCT)] if y and k == 0 else []) for k in range(w)]
+        takes = stream([(cmd.src, 4 * n), y, None, None], steps,
                        pieces, PACKED_DEPTH + pieces - 1)
         end = ch.write(_packed(takes), cmd.dst, 2 * n)
     elif op in (VaOpcode.MAX, VaOpcode.TOPK):

@@ -68,8 +68,7 @@ class VaOpcode(IntEnum):
     SOFTPLUS = 20      # log(1 + e**x)
     SQRT = 21          # x · rsqrt(x)
     # For the layer program (golden/program.py); golden contracts in golden/va.py
-    # (PROPOSED_CONTRACTS). The RTL runs 22..25 and 27; 26 has no RTL yet: the VA
-    # refuses it as BAD_COMMAND (golden.va.PROPOSED_OPCODES).
+    # (PROPOSED_CONTRACTS); the RTL runs all of them.
     RECIP = 22         # bf16 1/x (the reciprocal unit of SOFTMAX / SILU)
     CVT_F32 = 23       # binary32 (SRC, 4-byte aligned) -> bf16, nearest even
     MUL_MEM = 24       # x * s, s the bf16 at SRC2 (SCALE by a scalar from memory)

@@ -63,6 +63,8 @@ def random_command(op, rng, image, max_n, slot=0):
         stride = rng.randrange(0, 40) << esize
         return VaCommand(op, n, src=src >> esize << esize, dst=dst >> esize << esize,
                          esize=esize, stride=stride)
+    if op == VaOpcode.DEQUANTIZE_MEM:
+        return VaCommand(op, n, src=src & ~3, src2=src2 & ~3, dst=dst & ~1, scalar=0x3F800000)
     if op in (VaOpcode.DEQUANTIZE, VaOpcode.CVT_F32):
         return VaCommand(op, n, src=src & ~3, dst=dst & ~1, scalar=0x3F800000)
     if op == VaOpcode.QUANTIZE:

@@ -148,3 +148,72 @@ def test_topk_wide_refusals():
         code, addr = execute(cmd, MemoryWindow(ORIGIN, image.copy()))
         assert code != ErrorCode.NONE and got == (code, addr & 0xFFFFFFFF), f"{got}: {cmd}"
 
+
+F32_EDGES = [0x00000000, 0x80000000, 0x00000001, 0x807FFFFF, 0x00800000, 0x7F7FFFFF,
+             0xFF7FFFFF, 0x7F800000, 0xFF800000, 0x7FC00000, 0x7F800001, 0x3F800000,
+             0x3F808000, 0x0C000000, 0x73000000, 0x3C010204]
+"""binary32 scales for DEQUANTIZE_MEM: zeros, subnormals (read as zeros), the largest
+finite, infinities, NaNs, 1, a product near the bottom (2**-103 · 2**-103 flushes)
+and the top (2**103 · 2**103 overflows)."""
+
+
+def dequantize_mem(rng, image, n, row_scale, scale):
+    src = ORIGIN + 4 * rng.randrange(0, 1024)
+    src2 = ORIGIN + 0x1800 + 4 * rng.randrange(0, 64)
+    dst = ORIGIN + 0x2000 + 2 * rng.randrange(0, 1024)
+    gen = np.random.default_rng(rng.getrandbits(32))
+    ints = gen.integers(-(1 << 31), 1 << 31, n, dtype=np.int64)
+    small = gen.integers(-300, 300, n)
+    image[src - ORIGIN:][:4 * n] = np.where(gen.random(n) < 0.5, ints, small).astype(
+        np.int32).view(np.uint8)
+    image[src2 - ORIGIN:][:4] = np.array([row_scale], np.uint32).view(np.uint8)
+    return VaCommand(VaOpcode.DEQUANTIZE_MEM, n, src=src, src2=src2, dst=dst, scalar=scale)
+
+
+@pytest.mark.parametrize("width, fn_lanes", [(64, None), (128, None), (64, 2)],
+                         ids=["dw64", "dw128", "dw64-fn2"])
+@pytest.mark.parametrize("seed", SEEDS)
+def test_dequantize_mem(seed, width, fn_lanes):
+    """DEQUANTIZE_MEM at lengths 1, 2, 3, 9 and random ones with random row scales at
+    SRC2 (anywhere in its bus word) times random SCALARs, and the binary32 edges on
+    either side (NaN, inf × 0, flush, overflow); a DEQUANTIZE after it (its scale the
+    SCALAR register again)."""
+    rng = random.Random(seed)
+    image = np.frombuffer(rng.randbytes(SIZE), np.uint8).copy()
+    normal = lambda: int(np.float32(10.0 ** rng.uniform(-6, 3)).view(np.uint32))
+    cmds = [dequantize_mem(rng, image, n, normal(), normal()) for n in (1, 2, 3, 9)]
+    cmds += [dequantize_mem(rng, image, rng.randrange(1, 200), rng.getrandbits(32),
+                            rng.getrandbits(32)) for _ in range(2)]
+    for _ in range(6):
+        a, b = rng.choice(F32_EDGES), rng.choice(F32_EDGES + [normal()])
+        cmds.append(dequantize_mem(rng, image, rng.randrange(1, 20), *rng.sample((a, b), 2)))
+    last = cmds[-1]
+    cmds.append(VaCommand(VaOpcode.DEQUANTIZE, last.length, src=last.src, dst=last.dst,
+                          scalar=normal()))
+    check_all(cmds, image, rng, width=width, fn_lanes=fn_lanes)
+
+
+def test_dequantize_mem_refusals():
+    """LENGTH 0 or > 65 536, a misaligned SRC / SRC2 / DST (in that order), a range past
+    2**48 (before any misaligned address): the golden model's code and ERR_ADDR."""
+    rng = random.Random(8)
+    image = np.zeros(SIZE, np.uint8)
+    o, top = ORIGIN, 1 << 48
+    d = VaOpcode.DEQUANTIZE_MEM
+    cmds = [
+        VaCommand(d, 0, src=o, src2=o + 512, dst=o + 1024),
+        VaCommand(d, 65537, src=o, src2=o + 512, dst=o + 1024),
+        VaCommand(d, 8, src=o + 2, src2=o + 512, dst=o + 1024),
+        VaCommand(d, 8, src=o, src2=o + 514, dst=o + 1024),
+        VaCommand(d, 8, src=o, src2=o + 512, dst=o + 1025),
+        VaCommand(d, 8, src=o, src2=o + 513, dst=o + 1025),       # SRC2 before DST
+        VaCommand(d, 8, src=o + 2, src2=o + 513, dst=o + 1025),   # SRC first
+        VaCommand(d, 8, src=top - 30, src2=o + 512, dst=o + 1024),
+        VaCommand(d, 8, src=o, src2=top - 2, dst=o + 1024),
+        VaCommand(d, 8, src=o + 2, src2=top - 2, dst=o + 1024),   # range first
+        VaCommand(d, 8, src=o, src2=top - 4, dst=top - 14),       # SRC2 fits, DST not
+    ]
+    outcomes, _, _ = run_core(cmds, image, rng)
+    for cmd, got in zip(cmds, outcomes, strict=True):
+        code, addr = execute(cmd, MemoryWindow(ORIGIN, image.copy()))
+        assert code != ErrorCode.NONE and got == (code, addr & 0xFFFFFFFF), f"{got}: {cmd}"

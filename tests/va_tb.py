@@ -13,6 +13,7 @@ import cocotb
 import numpy as np
 
 from golden.va import SUM_INTERLEAVE, VaCommand
+from golden.va_latency import va_cycles
 from hdl.va.core import RTL_OPCODES
 from sim import perf
 from sim.bfm import ErrorRange
@@ -293,6 +294,30 @@ async def performance(dut):
               f"its {reads} operand reads: {floor} cycles ({100 * floor / outcome.cycles:.1f} %)")
         perf.check(f"va.performance.l{L}.{op.name}.n{n}", outcome.cycles)
         assert outcome.cycles <= floor / 0.8, f"{op.name}: {outcome.cycles} cycles"
+    # TOPK_WIDE of 1024 bf16, K = 16: two passes of the row (one per 8 values), each
+    # TOPK's merge and two writer restarts; printed beside golden.va_latency's figure
+    # for the core at the bench's memory latency (the top adds its AXI adapter).
+    for n, k in ((1024, 16),):
+        cmd = row_command(bench, rng, VaOpcode.TOPK_WIDE, n, k=k, aligned=True)
+        outcome = await bench.check(cmd)
+        model = va_cycles(cmd, lanes=L, data_width=8 * BUS, fn_lanes=FN_LANES,
+                          latency=bench.ram.read_latency)
+        print(f"VA perf: TOPK_WIDE n={n} k={k}: {outcome.cycles} cycles "
+              f"({-(-k // 8)} passes, {2 * n // BUS} read beats each); "
+              f"golden.va_latency: {model}")
+        perf.check(f"va.performance.l{L}.TOPK_WIDE.n{n}.k{k}", outcome.cycles)
+    # DEQUANTIZE_MEM of 65 536 int32 (the bus limit: 4 int32 a cycle, so 16 384 cycles):
+    # DEQUANTIZE after the scale word at SRC2 and one binary32 product.
+    n = 65536
+    cmd = program_command(bench, rng, VaOpcode.DEQUANTIZE_MEM, n, aligned=True)
+    outcome = await bench.check(cmd)
+    model = va_cycles(cmd, lanes=L, data_width=8 * BUS, fn_lanes=FN_LANES,
+                      latency=bench.ram.read_latency)
+    floor = 4 * n // BUS
+    print(f"VA perf: DEQUANTIZE_MEM n={n}: {outcome.cycles} cycles, bus-limited minimum "
+          f"{floor} ({100 * floor / outcome.cycles:.1f} %); golden.va_latency: {model}")
+    perf.check(f"va.performance.l{L}.DEQUANTIZE_MEM.n{n}", outcome.cycles)
+    assert outcome.cycles <= floor / 0.9, f"DEQUANTIZE_MEM: {outcome.cycles} cycles"
     # SUM reads one operand (limit: 8 elements a cycle) and writes one word; a long and a
     # short run (the short one shows the fixed cost: memory latency, the lane tree).
     limit, cycles = BUS // 2, {}
@@ -479,8 +504,9 @@ async def row_refusals(dut):
 
 
 # The layer program's commands: RECIP (its exhaustive run is in functions_exhaustive),
-# CVT_F32, MUL_MEM, ADD_MEM.
-PROGRAM_OPS = (VaOpcode.RECIP, VaOpcode.CVT_F32, VaOpcode.MUL_MEM, VaOpcode.ADD_MEM)
+# CVT_F32, MUL_MEM, ADD_MEM, DEQUANTIZE_MEM (TOPK_WIDE is with the row commands).
+PROGRAM_OPS = (VaOpcode.RECIP, VaOpcode.CVT_F32, VaOpcode.MUL_MEM, VaOpcode.ADD_MEM,
+               VaOpcode.DEQUANTIZE_MEM)
 F32_EDGES = [0x00000000, 0x80000000, 0x00000001, 0x807FFFFF, 0x00800000, 0x7F7FFFFF,
              0xFF7FFFFF, 0x7F800000, 0xFF800000, 0x7FC00000, 0x7F800001, 0xFFFFFFFF,
              0x3F808000, 0x3F818000, 0x3F808001, 0xBF80FFFF, 0x007FFFFF, 0x7F7F8000]
@@ -488,18 +514,37 @@ F32_EDGES = [0x00000000, 0x80000000, 0x00000001, 0x807FFFFF, 0x00800000, 0x7F7FF
 infinities, NaNs, halfway cases to even (down and up), just above a half."""
 
 
+def f32_scale(rng):
+    """A binary32 scale for DEQUANTIZE_MEM: a normal value, random bits or an edge."""
+    kind = rng.random()
+    if kind < 0.5:
+        return int(np.float32(10.0 ** rng.uniform(-8, 3)).view(np.uint32))
+    return rng.getrandbits(32) if kind < 0.75 else rng.choice(F32_EDGES)
+
+
 def program_command(bench, rng, op, n, *, aligned=False, scalar=None):
     """A CVT_F32 (binary32 source: random bits with edges, or normal values), MUL_MEM /
-    ADD_MEM (the scalar at SRC2: random bits unless ``scalar``) or RECIP (random bits)
-    at random element-aligned places."""
+    ADD_MEM (the scalar at SRC2: random bits unless ``scalar``), DEQUANTIZE_MEM (random
+    int32, large and small; the binary32 at SRC2 ``scalar`` or :func:`f32_scale`, as is
+    SCALAR) or RECIP (random bits) at random element-aligned places."""
     region = bench.size // 4
     cvt = op == VaOpcode.CVT_F32
+    dqm = op == VaOpcode.DEQUANTIZE_MEM
     def place(mask, nbytes):
         return bench.origin + (rng.randrange(0, region - nbytes - 64)
                                & ~(BUS - 1 if aligned else mask))
-    cmd = VaCommand(op, n, src=place(3 if cvt else 1, 4 * n), src2=region + place(1, 2),
+    cmd = VaCommand(op, n, src=place(3 if cvt or dqm else 1, 4 * n),
+                    src2=region + place(3 if dqm else 1, 4 if dqm else 2),
                     dst=2 * region + place(1, 2 * n))
     gen = np.random.default_rng(rng.getrandbits(32))
+    if dqm:
+        ints = gen.integers(-(1 << 31), 1 << 31, n, dtype=np.int64)
+        small = gen.integers(-300, 300, n)
+        bench.place(cmd.src, np.where(gen.random(n) < 0.5, ints, small).astype(np.int32))
+        bench.place(cmd.src2, np.array([f32_scale(rng) if scalar is None else scalar],
+                                       np.uint32))
+        cmd.scalar = f32_scale(rng)
+        return cmd
     if cvt:
         bits = gen.integers(0, 1 << 32, n, dtype=np.uint64).astype(np.uint32)
         normal = (gen.standard_normal(n) * 10.0 ** rng.uniform(-3, 3)).astype(np.float32)
@@ -515,9 +560,11 @@ def program_command(bench, rng, op, n, *, aligned=False, scalar=None):
 
 @cocotb.test()
 async def program_commands(dut):
-    """CVT_F32, MUL_MEM, ADD_MEM and RECIP at lengths 1, L-1, L, L+1 and random ones,
-    random alignments (SRC2 anywhere in its bus word), random bits and normal values;
-    MUL_MEM / ADD_MEM by ±0, ±inf, NaN, a subnormal and 1.5 too; then the refusals
+    """CVT_F32, MUL_MEM, ADD_MEM, DEQUANTIZE_MEM and RECIP at lengths 1, L-1, L, L+1 and
+    random ones, random alignments (SRC2 anywhere in its bus word), random bits and
+    normal values; MUL_MEM / ADD_MEM by ±0, ±inf, NaN, a subnormal and 1.5 too,
+    DEQUANTIZE_MEM with binary32 edges at SRC2 (zeros, subnormals, infinities, NaNs, the
+    largest finite: inf · 0, flushes and overflows of the scale product); then the refusals
     (bad LENGTH, misaligned SRC / SRC2 / DST, a range reaching 2**48, and the order of
     the checks: a range past 2**48 before a misaligned address, SRC before SRC2 before
     DST): the golden model's code and ERR_ADDR, no access, nothing written. Icarus: two
@@ -534,12 +581,16 @@ async def program_commands(dut):
     for op in (VaOpcode.MUL_MEM, VaOpcode.ADD_MEM):
         for s in scalars:
             await bench.check(program_command(bench, rng, op, rng.randrange(1, 3 * L), scalar=s))
+    for s in rng.sample(F32_EDGES, 4) if ICARUS else F32_EDGES:
+        await bench.check(program_command(bench, rng, VaOpcode.DEQUANTIZE_MEM,
+                                          rng.randrange(1, 3 * L), scalar=s))
     o = bench.origin
     top = 1 << 48
     cases = []
     for op in PROGRAM_OPS:
-        two = op in (VaOpcode.MUL_MEM, VaOpcode.ADD_MEM)
-        wide = 4 if op == VaOpcode.CVT_F32 else 2
+        two = op in (VaOpcode.MUL_MEM, VaOpcode.ADD_MEM, VaOpcode.DEQUANTIZE_MEM)
+        wide = 4 if op in (VaOpcode.CVT_F32, VaOpcode.DEQUANTIZE_MEM) else 2
+        s2 = 4 if op == VaOpcode.DEQUANTIZE_MEM else 2       # SRC2's bytes
         odd = wide // 2                         # an address not a multiple of the element
         cases += [
             VaCommand(op, 0, src=o, src2=o + 512, dst=o + 1024),
@@ -557,7 +608,8 @@ async def program_commands(dut):
                 VaCommand(op, 8, src=o, src2=o + 513, dst=o + 1025),      # SRC2 before DST
                 VaCommand(op, 8, src=o, src2=top - 1, dst=o + 1024),
                 VaCommand(op, 8, src=o + 1, src2=top - 1, dst=o + 1024),  # range first
-                VaCommand(op, 8, src=o, src2=top - 2, dst=top - 14),      # SRC2 fits, DST not
+                VaCommand(op, 8, src=o, src2=top - s2, dst=top - 14),     # SRC2 fits, DST not
+                VaCommand(op, 8, src=o, src2=o + 512 + s2 // 2, dst=o + 1024),
             ]
     for cmd in cases:
         await bench.check(cmd)

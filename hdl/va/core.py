@@ -9,8 +9,8 @@ Data flow of one command::
     strided GATHER:                                                     ├─► StreamWriter
       StridedGather (one read per element, many in flight) ─────────────┘
     row commands (EXP, SILU, DEQUANTIZE, SOFTMAX, RMSNORM, QUANTIZE, TOPK, MAX, RECIP,
-    CVT_F32, TOPK_WIDE; fn_lanes elements a cycle through the function units; a pass per
-    read of the operands, see hdl.va.rows):
+    CVT_F32, TOPK_WIDE, DEQUANTIZE_MEM (y: the scale word at SRC2); fn_lanes elements a
+    cycle through the function units; a pass per read of the operands, see hdl.va.rows):
       OperandReader ─► Realign ─► RowUnit ─► StreamWriter (again at DST2: QUANTIZE, TOPK;
                                              TOPK_WIDE: DST + 16c, DST2 + 32c per pass c)
     CLAMP, SOFTPLUS, SQRT (fn_lanes elements a cycle, a pipeline that never stalls):
@@ -60,7 +60,8 @@ RTL_OPCODES = (VaOpcode.GATHER, VaOpcode.SCATTER, VaOpcode.ADD, VaOpcode.MUL, Va
                VaOpcode.EXP, VaOpcode.SILU, VaOpcode.SUM, VaOpcode.MAX, VaOpcode.SOFTMAX,
                VaOpcode.RMSNORM, VaOpcode.QUANTIZE, VaOpcode.DEQUANTIZE, VaOpcode.TOPK,
                VaOpcode.ROPE, VaOpcode.RECIP, VaOpcode.CVT_F32, VaOpcode.MUL_MEM,
-               VaOpcode.ADD_MEM, VaOpcode.TOPK_WIDE, *INDEXED_OPCODES) + EXT_OPCODES
+               VaOpcode.ADD_MEM, VaOpcode.TOPK_WIDE, VaOpcode.DEQUANTIZE_MEM,
+               *INDEXED_OPCODES) + EXT_OPCODES
 """The commands this RTL runs; START refuses the others with BAD_COMMAND."""
 
 
@@ -131,7 +132,8 @@ class VectorCore(wiring.Component):
         wide = cmd.op == VaOpcode.TOPK_WIDE
         quant, dequant = cmd.op == VaOpcode.QUANTIZE, cmd.op == VaOpcode.DEQUANTIZE
         rope = cmd.op == VaOpcode.ROPE
-        wide_src = dequant | (cmd.op == VaOpcode.CVT_F32)    # int32 / binary32 at SRC
+        dq_mem = cmd.op == VaOpcode.DEQUANTIZE_MEM
+        wide_src = dequant | dq_mem | (cmd.op == VaOpcode.CVT_F32)  # int32 / binary32 at SRC
         bcast = (cmd.op == VaOpcode.MUL_MEM) | (cmd.op == VaOpcode.ADD_MEM)
         one_dst = is_sum | is_max | quant | topk | wide
         k = cmd.k[:17]          # TOPK, TOPK_WIDE: a larger K is refused (bad_shape)
@@ -149,6 +151,7 @@ class VectorCore(wiring.Component):
             (cmd.src, n << 2, 3, wide_src),
             (cmd.src2, n << 1, 1, two | rms),
             (cmd.src2, 2, 1, bcast),
+            (cmd.src2, 4, 3, dq_mem),
             (cmd.src2, n, 1, rope),
             (cmd.src3, n, 1, rope),
             (cmd.dst, n << 1, 1, ~moves & ~one_dst),
@@ -230,7 +233,8 @@ class VectorCore(wiring.Component):
         quant, topk = cmd.op == VaOpcode.QUANTIZE, cmd.op == VaOpcode.TOPK
         wide = cmd.op == VaOpcode.TOPK_WIDE
         rope = cmd.op == VaOpcode.ROPE
-        wide_src = dequant | (cmd.op == VaOpcode.CVT_F32)
+        dq_mem = cmd.op == VaOpcode.DEQUANTIZE_MEM
+        wide_src = dequant | dq_mem | (cmd.op == VaOpcode.CVT_F32)
         bcast = (cmd.op == VaOpcode.MUL_MEM) | (cmd.op == VaOpcode.ADD_MEM)
         split = rope & cmd.split_half
         is_sum, is_max = cmd.op == VaOpcode.SUM, cmd.op == VaOpcode.MAX
@@ -270,8 +274,8 @@ class VectorCore(wiring.Component):
         src_hi = Signal(PHYS_ADDR_BITS)
         m.d.comb += src_hi.eq(cmd.src + n)
         operands = ((cmd.src, nbytes, ~gather & ~indexed),
-                    (cmd.src2, Mux(rope, n, Mux(bcast, 2, n << 1)),
-                     two | (rms & rows.use_y) | rope | bcast),
+                    (cmd.src2, Mux(rope, n, Mux(bcast, 2, Mux(dq_mem, 4, n << 1))),
+                     two | (rms & rows.use_y) | rope | bcast | dq_mem),
                     (cmd.src3, n, rope), (src_hi, n, split))
         for i, (addr, size, used) in enumerate(operands):
             realign = Realign(width)

@@ -184,7 +184,8 @@ REGISTERS = (
         "access": "RW",
         "read_strobe": False,
         "description": ("Second operand: y (ADD, MUL), gamma (RMSNORM), cos (ROPE), the "
-                        "int32 index vector (indexed forms), the CSR row pointers."),
+                        "int32 index vector (indexed forms), the CSR row pointers, the bf16 "
+                        "scalar (MUL_MEM, ADD_MEM), the binary32 row scale (DEQUANTIZE_MEM)."),
         "fields": (
             {"name": "ADDR", "lsb": 0, "width": 32, "access": "RW", "reset": 0x0, "encode": None,
              "description": "Byte address bits 31:0."},
@@ -310,8 +311,9 @@ REGISTERS = (
         "access": "RW",
         "read_strobe": False,
         "description": ("bf16 factor in bits 15:0 (SCALE); binary32 epsilon (RMSNORM); "
-                        "binary32 scale (DEQUANTIZE); CLAMP bounds, bf16 lo in bits 15:0 and "
-                        "hi in bits 31:16 (a NaN bound or lo > hi: BAD_COMMAND)."),
+                        "binary32 scale (DEQUANTIZE; DEQUANTIZE_MEM: times the binary32 at "
+                        "SRC2); CLAMP bounds, bf16 lo in bits 15:0 and hi in bits 31:16 (a "
+                        "NaN bound or lo > hi: BAD_COMMAND)."),
         "fields": (
             {"name": "VALUE", "lsb": 0, "width": 32, "access": "RW", "reset": 0x0, "encode": None,
              "description": "Value."},

@@ -8,6 +8,8 @@ command     passes over x (each reads the operand again)  between / after the pa
 =========== ============================================ ==================================
 EXP, SILU   1: the pipeline, results out
 DEQUANTIZE  1: int32 → binary32 · SCALAR, results out
+DEQUANTIZE_ 1: int32 → binary32 · t, results out         before it: t = the binary32 at
+MEM                                                         SRC2 (y's first word) · SCALAR
 RECIP       1: the pipeline's reciprocal of x, results out
 CVT_F32     1: binary32 → bf16 (rounded on its bits),
             results out
@@ -63,7 +65,7 @@ __all__ = ["ROW_OPCODES", "RowUnit", "RopeLanes", "MAX_K"]
 
 ROW_OPCODES = (VaOpcode.EXP, VaOpcode.SILU, VaOpcode.DEQUANTIZE, VaOpcode.SOFTMAX,
                VaOpcode.RMSNORM, VaOpcode.QUANTIZE, VaOpcode.TOPK, VaOpcode.MAX, VaOpcode.ROPE,
-               VaOpcode.RECIP, VaOpcode.CVT_F32, VaOpcode.TOPK_WIDE)
+               VaOpcode.RECIP, VaOpcode.CVT_F32, VaOpcode.TOPK_WIDE, VaOpcode.DEQUANTIZE_MEM)
 """The commands :class:`RowUnit` runs."""
 
 SUM_BITS = 58               # 65 536 terms below 2**41
@@ -275,19 +277,24 @@ class RowUnit(wiring.Component):
         op = self.op
         softmax, rmsnorm = op == VaOpcode.SOFTMAX, op == VaOpcode.RMSNORM
         quantize, dequantize = op == VaOpcode.QUANTIZE, op == VaOpcode.DEQUANTIZE
+        # DEQUANTIZE_MEM is DEQUANTIZE by f32_mul(the binary32 at SRC2 (y), SCALAR)
+        dq_mem = op == VaOpcode.DEQUANTIZE_MEM
+        scale_in = Signal()                      # DEQUANTIZE_MEM: the scale word is taken
+        scale_ready = Signal()                   # DEQUANTIZE_MEM: c holds the scale product
         # MAX is TOPK's first value (golden.va.max_bf16), without the indices
         is_max, rope = op == VaOpcode.MAX, op == VaOpcode.ROPE
         topk_wide = op == VaOpcode.TOPK_WIDE
         topk = (op == VaOpcode.TOPK) | is_max | topk_wide
         split = rope & self.split
         cvt_f32 = op == VaOpcode.CVT_F32
-        packed = quantize | dequantize | cvt_f32  # half a word of results per input word
+        packed = quantize | dequantize | dq_mem | cvt_f32  # half a word of results a word
         writes_dst2 = quantize | (topk & ~is_max)
         has_second = writes_dst2 | split         # done only at the end of the FSM
 
         n = self.n
         src_bytes = Signal(range(4 * MAX_LENGTH + 1))
-        m.d.comb += src_bytes.eq(Mux(dequantize | cvt_f32, n << 2, Mux(split, n, n << 1)))
+        m.d.comb += src_bytes.eq(Mux(dequantize | dq_mem | cvt_f32, n << 2,
+                                     Mux(split, n, n << 1)))
         total = Signal(range(4 * MAX_LENGTH // bb + 2))
         m.d.comb += total.eq((src_bytes + bb - 1) >> exact_log2(bb))
 
@@ -308,8 +315,9 @@ class RowUnit(wiring.Component):
         upper = Signal()                         # RoPE adjacent: which half of the cos/sin word
         pipe, pipe_i, pipe_o, rl, rl_i, rl_o = self._units(m, packed, split, upper)
         c = Signal(32)                           # the pipeline's constant
-        m.d.comb += [pipe.op.eq(op), pipe.c.eq(Mux(dequantize, self.scalar, c))]
-        feed = running & ~reduce_pass & ~rope & (taken != total)
+        m.d.comb += [pipe.op.eq(Mux(dq_mem, VaOpcode.DEQUANTIZE, op)),
+                     pipe.c.eq(Mux(dequantize, self.scalar, c))]
+        feed = running & ~reduce_pass & ~rope & (taken != total) & (scale_ready | ~dq_mem)
         need_y = self.use_y
         m.d.comb += [pipe_i.payload.x.eq(self.x.payload), pipe_i.payload.g.eq(self.y.payload),
                      pipe_i.valid.eq(feed & self.x.valid & (self.y.valid | ~need_y))]
@@ -526,6 +534,15 @@ class RowUnit(wiring.Component):
             m.d.sync += step_count.eq(Mux(done, 0, step_count + 1))
             return done
         spoiled = poison | (softmax & (best.value[7:15] == 0xFF))   # the row is all NaN
+        # DEQUANTIZE_MEM: t1 = the binary32 at SRC2 (the first word of y), t2 = SCALAR;
+        # c = their product before the first word of x enters the pipeline
+        with m.If(dq_mem & ~scale_in):
+            m.d.comb += self.y.ready.eq(1)
+            with m.If(self.y.valid):
+                m.d.sync += [t1.eq(self.y.payload[:32]), t2.eq(self.scalar), scale_in.eq(1)]
+        with m.If(dq_mem & scale_in & ~scale_ready):
+            with m.If(ready("mul")):
+                m.d.sync += [c.eq(mul), scale_ready.eq(1)]
         m.d.comb += pipe.m.eq(best.value)
 
         # --- Pass control. ------------------------------------------------------------

@@ -63,7 +63,7 @@ __all__ = [
     "ma_register_writes", "tat_register_writes", "decode_va_registers", "decode_ma_registers",
     "written_tensors", "Capabilities", "OpRecord", "RuntimeFailure", "CommandTimeout",
     "CommandError", "Mismatch", "TileRuntime", "decode_programs", "format_table",
-    "format_by_opcode", "format_summary",
+    "format_by_stage", "format_by_opcode", "format_summary",
 ]
 
 PHYS_BASE = 1 << 32
@@ -189,30 +189,37 @@ def decode_va_registers(regs, writes):
                          split_half=bool(op["SPLIT_HALF"]), **kw)
 
 
-def _transpose_field(regs):
-    """The name of the MA's MODE field that reads B transposed, or None (no such mode)."""
-    for desc in regs.register("MODE")["fields"]:
-        if "TRANSP" in desc["name"]:
-            return desc["name"]
-    return None
+MODE_B_TRANSPOSED = 2
+"""MODE.MODE bit 1: B transposed (``spec.codes.MaMode.INT8_BT`` / ``BF16_BT``, the MA's
+transposed-B mode: B stored as N rows of K at LDB)."""
+
+
+def _has_transposed_b(regs):
+    """Whether the MA reads B transposed: ``spec.codes.MaMode`` has the BT modes (MODE.MODE
+    bit 1) and the MA's MODE.MODE field (generated from its SystemRDL) is wide enough."""
+    if not {"INT8_BT", "BF16_BT"} <= set(MaMode.__members__):
+        return False
+    width = {d["name"]: d["width"] for d in regs.register("MODE")["fields"]}.get("MODE", 0)
+    return width >= 2
 
 
 def ma_register_writes(regs, program, cmd):
     """``[(register, value)]`` that set up MA command ``cmd`` (a
     :class:`golden.program.MaCmd`; logical byte addresses = the program's), START
-    excluded. A transposed B needs the MA's MODE field for it (ValueError without)."""
+    excluded. A transposed B sets MODE.MODE bit 1 (``MaMode.INT8_BT`` / ``BF16_BT``;
+    ValueError while the MA has no such mode)."""
     t = program.tensors
     ae = t[cmd.a.tensor].itemsize
     be = t[cmd.b.tensor].itemsize
     ce = t[cmd.c.tensor].itemsize
-    mode = dict(mode=int(cmd.mode), accumulate=int(cmd.accumulate))
+    mode = int(cmd.mode)
     if cmd.b_transposed:
-        name = _transpose_field(regs)
-        if name is None:
-            raise ValueError("the MA's MODE register has no transposed-B field")
-        mode[name] = 1
+        if not _has_transposed_b(regs):
+            raise ValueError("the MA has no transposed-B mode (MaMode.INT8_BT / BF16_BT)")
+        mode |= MODE_B_TRANSPOSED
     return [("M", regs.encode("M", value=cmd.m)), ("K", regs.encode("K", value=cmd.k)),
-            ("N", regs.encode("N", value=cmd.n)), ("MODE", regs.encode("MODE", **mode)),
+            ("N", regs.encode("N", value=cmd.n)),
+            ("MODE", regs.encode("MODE", mode=mode, accumulate=int(cmd.accumulate))),
             ("A_ADDR", regs.encode("A_ADDR", addr=_addr(program, cmd.a))),
             ("B_ADDR", regs.encode("B_ADDR", addr=_addr(program, cmd.b))),
             ("C_ADDR", regs.encode("C_ADDR", addr=_addr(program, cmd.c))),
@@ -223,14 +230,14 @@ def ma_register_writes(regs, program, cmd):
 
 def decode_ma_registers(regs, writes):
     """``dict`` of the MA command fields register values ``writes`` describe (byte
-    addresses and strides; ``b_transposed`` False without the MODE field)."""
+    addresses and strides; ``b_transposed``: MODE.MODE bit 1)."""
     w = dict(writes)
     mode = regs.fields("MODE", w["MODE"])
-    name = _transpose_field(regs)
     out = dict(m=regs.field("M", "VALUE", w["M"]), k=regs.field("K", "VALUE", w["K"]),
-               n=regs.field("N", "VALUE", w["N"]), mode=MaMode(mode["MODE"]),
+               n=regs.field("N", "VALUE", w["N"]),
+               mode=MaMode(mode["MODE"] & ~MODE_B_TRANSPOSED),
                accumulate=bool(mode["ACCUMULATE"]),
-               b_transposed=bool(mode[name]) if name else False)
+               b_transposed=bool(mode["MODE"] & MODE_B_TRANSPOSED))
     for reg in ("A_ADDR", "B_ADDR", "C_ADDR"):
         out[reg.lower()] = regs.field(reg, "ADDR", w[reg])
     for reg in ("LDA", "LDB", "LDC"):
@@ -271,14 +278,14 @@ class Capabilities:
 
     @classmethod
     def of_rtl(cls):
-        """``hdl.va.core.RTL_OPCODES``; the MA's MODE register (generated from its
-        SystemRDL) having a transposed-B field."""
+        """``hdl.va.core.RTL_OPCODES``; the MA's transposed-B mode (``MaMode.INT8_BT`` /
+        ``BF16_BT``, MODE.MODE bit 1, in a MODE.MODE field that holds it)."""
         from hdl.ma import regmap as ma_regmap
         from hdl.va.core import RTL_OPCODES
         from sim.regs import Registers
 
         return cls(frozenset(int(op) for op in RTL_OPCODES),
-                   _transpose_field(Registers(None, ma_regmap)) is not None)
+                   _has_transposed_b(Registers(None, ma_regmap)))
 
     def missing(self, cmd):
         """Why the RTL cannot run ``cmd`` (a sentence), or None."""
@@ -609,6 +616,38 @@ def format_by_opcode(records):
     for (block, op), (n, starts, cyc, pred, exact) in sorted(rows.items()):
         lines.append(f"{block:5} {op:16} {n:5d} {starts:6d} {cyc:8d} {pred:9d} {cyc - pred:+6d} "
                      f"{exact:5d}")
+    return "\n".join(lines)
+
+
+def format_by_stage(records):
+    """The per-stage table: each run of consecutive ops of one stage (``l1.`` prefixes
+    keep the layers apart) with its blocks, ops, STARTs, cycles on the RTL, the latency
+    models' prediction for those same ops, and the ops played by the host."""
+    rows = []
+    for r in records:
+        if not rows or rows[-1]["stage"] != r.stage:
+            rows.append(dict(stage=r.stage, first=r.index, blocks=[], ops=0, starts=0, cycles=0,
+                             predicted=0, host=0))
+        row = rows[-1]
+        if r.block not in row["blocks"]:
+            row["blocks"].append(r.block)
+        row["ops"] += 1
+        if r.host is None:
+            row["starts"] += r.repeat
+            row["cycles"] += r.cycles
+            row["predicted"] += r.predicted
+        else:
+            row["host"] += 1
+    lines = [f"{'op':>5} {'stage':34} {'block':7} {'ops':>4} {'STARTs':>6} {'cycles':>8} "
+             f"{'predicted':>9} {'diff':>7} {'host':>4}"]
+    for row in rows:
+        lines.append(f"{row['first']:5d} {row['stage'][:34]:34} {'+'.join(row['blocks']):7} "
+                     f"{row['ops']:4d} {row['starts']:6d} {row['cycles']:8d} {row['predicted']:9d} "
+                     f"{row['cycles'] - row['predicted']:+7d} {row['host']:4d}")
+    rtl = [r for r in records if r.host is None]
+    cyc, pred = sum(r.cycles for r in rtl), sum(r.predicted for r in rtl)
+    lines.append(f"{'':5} {'total':34} {'':7} {len(records):4d} {sum(r.repeat for r in rtl):6d} "
+                 f"{cyc:8d} {pred:9d} {cyc - pred:+7d} {len(records) - len(rtl):4d}")
     return "\n".join(lines)
 
 

@@ -188,8 +188,8 @@ def test_va_commands_are_the_interpreters():
 def test_capabilities_follow_the_rtl():
     caps = Capabilities.of_rtl()
     assert caps.va_opcodes == {int(op) for op in RTL_OPCODES}
-    mode_fields = {f["name"] for f in MA_REGS.register("MODE")["fields"]}
-    assert caps.ma_b_transposed == any("TRANSP" in f for f in mode_fields)
+    # the MA's transposed-B mode: MaMode.INT8_BT / BF16_BT, MODE.MODE bit 1
+    assert caps.ma_b_transposed == ("BF16_BT" in MaMode.__members__)
     for op in VaOpcode:
         cmd = SimpleNamespace(block="va", op=int(op))
         assert (caps.missing(cmd) is None) == (op in RTL_OPCODES)

@@ -1,0 +1,59 @@
+"""Decode steps of the tile presets through the integrated tile ``v4hw_tile`` under
+Verilator (``sim/tile_demo_tb.py``): the host runtime runs every MA and VA command the
+RTL has on the tile, bit for bit against the golden interpreter.
+
+The build is the tile tests' own (``tests/test_tile_cocotb.py``: the same Verilog text,
+configuration name and options), so no build is added. ``make test`` runs the ``notes``
+step; ``make regress`` the 3-layer ``deepseek-v4`` step. ``pytest -s`` shows the
+per-stage table, the per-opcode table and the summary.
+"""
+
+import json
+
+import pytest
+
+from hdl.tile.top import SMALL
+from sim.runner import run_cocotb
+from tests import test_tile_cocotb as tile
+
+TESTBENCH = "sim.tile_demo_tb"
+
+
+def run_step(preset, tmp_path, timeout_s, limit=0):
+    report = tmp_path / "report.json"
+    env = {"V4HW_TS_PRESET": preset, "V4HW_TS_LIMIT": str(limit), "V4HW_TS_REPORT": str(report),
+           "V4HW_TS_P": str(SMALL["p"]), "V4HW_TS_L": str(SMALL["lanes"])}
+    try:
+        run_cocotb("verilator", tile.tile_verilog(), tile.TOPLEVEL, TESTBENCH,
+                   config_name=tile.CONFIG_NAME, testcase="decode_step",
+                   gtkw_groups=tile.TILE_GTKW_GROUPS, timeout_s=timeout_s, extra_env=env,
+                   **tile.VERILATOR)
+    finally:
+        if report.is_file():
+            out = json.loads(report.read_text())
+            print(f"\n{out['stages']}\n\n{out['by_opcode']}\n{out['summary']}\n{out['figures']}")
+    return out
+
+
+def check(out):
+    fig = out["figures"]
+    assert fig["bit_exact"] and fig["failure"] is None
+    assert fig["rtl_ops"] > 0 and fig["cycles"] > 0
+    for r in out["records"]:
+        if r["host"] is None:
+            assert r["cycles"] > 0 and r["checked"], r
+        else:   # only what the RTL does not have yet (sim.tile_runtime.Capabilities)
+            assert r["host"].startswith("no ") and r["cycles"] is None, r
+
+
+@pytest.mark.cocotb
+def test_tile_step_notes(tmp_path):
+    """One decode step of the ``notes`` layer through the tile."""
+    check(run_step("notes", tmp_path, 1800))
+
+
+@pytest.mark.cocotb
+@pytest.mark.regress
+def test_tile_step_deepseek_v4(tmp_path):
+    """One decode step of the 3-layer ``deepseek-v4`` preset through the tile."""
+    check(run_step("deepseek-v4", tmp_path, 7200))

@@ -13,12 +13,15 @@ the block would take on its standalone top and ``cycles − predicted`` is the t
 cost (NIs, mesh, memory NI, MC). Every VA and MA command the RTL has runs on the tile in
 program order; the others are played by the host (the record says why). After each RTL
 command every tensor it wrote equals the golden interpreter's; at the end of each layer
-the whole memory image does.
+the whole memory image does. ``decode_step`` runs the preset's decode step (from a zero
+state, as :func:`golden.program.decode_steps`); ``decode_steps`` consecutive steps, each
+generated from the memory the tile left (:class:`sim.tile_runtime.DecodeSession`).
 
 Environment (set by ``tests/test_tile_step_cocotb.py`` and ``v4hw demo``):
 
 ``V4HW_TS_PRESET``   tile preset (``notes``, ``deepseek-v4``)
 ``V4HW_TS_LIMIT``    run only the first N commands of the step (all layers counted; 0: all)
+``V4HW_TS_STEPS``    ``decode_steps``: how many consecutive steps (default 2)
 ``V4HW_TS_P``, ``V4HW_TS_L``  the DUT's MA P and VA L (checked against PARAMS)
 ``V4HW_TS_LATENCY``  the bench memory's read and write latency (default 9)
 ``V4HW_TS_REPORT``   a JSON file for the records, the tables and the figures
@@ -29,10 +32,12 @@ import os
 import time
 
 import cocotb
+import numpy as np
 
 from golden.program import BlockConfig
 from sim.tile_driver import TileBench
 from sim.tile_runtime import (
+    DecodeSession,
     RuntimeFailure,
     TileRuntime,
     decode_programs,
@@ -66,32 +71,22 @@ async def block_config(bench):
                        latency=MEMORY_LATENCY - 1)
 
 
-@cocotb.test()
-async def decode_step(dut):
-    """One decode step of every layer of the preset through the tile."""
-    preset = os.environ.get("V4HW_TS_PRESET", "notes")
-    limit = int(os.environ.get("V4HW_TS_LIMIT", "0"))
-    bench = TileBench(dut, p=int(os.environ.get("V4HW_TS_P", "4")),
-                      lanes=int(os.environ.get("V4HW_TS_L", "8")), latency=MEMORY_LATENCY)
-    await bench.start()
-    cfg = await block_config(bench)
-    wall = time.monotonic()
-    programs = decode_programs(preset, cfg)
-    generate_s = time.monotonic() - wall
+async def run_layers(bench, programs, records, *, keep_first, limit=None):
+    """Run each layer's program in turn through the tile (the first over zeros unless
+    ``keep_first``, the others over the memory the one before left); the records go into
+    ``records`` (stages prefixed ``l<i>.``). Returns ``(failure or None, last runtime)``."""
     blocks = {"ma": bench.block_regs("ma"), "va": bench.block_regs("va")}
     stamp = start_stamp(bench)
-    records, left, failure, layers = [], limit or None, None, []
-    first_edge = bench.timing.edge()
-    reads0, writes0 = len(bench.ram.reads), len(bench.ram.writes)
-    wall = time.monotonic()
+    left, rt = limit, None
     for i, (_, program, _) in enumerate(programs):
         n = len(program.commands) if left is None else min(left, len(program.commands))
         if n == 0:
             break
         rt = TileRuntime(program, bench.ram.mem, blocks, now=bench.now,
-                         interrupt=dut.interrupt, start_time=stamp)
+                         interrupt=bench.dut.interrupt, start_time=stamp)
+        failure = None
         try:
-            await rt.run(range(n))
+            await rt.run(range(n), keep=keep_first or i > 0)
         except RuntimeFailure as error:
             failure = f"layer {i}: {error}"
         if failure is None and n == len(program.commands):
@@ -101,41 +96,120 @@ async def decode_step(dut):
         for r in rt.records:
             r.stage = f"l{i}.{r.stage}" if len(programs) > 1 else r.stage
         records += rt.records
-        layers.append(n)
         if failure is not None:
-            break
+            return failure, rt
         if left is not None:
             left -= n
-    run_s = time.monotonic() - wall
-    step_cycles = bench.timing.edge() - first_edge
+    return None, rt
+
+
+def figures(bench, records, failure, first_edge, marks, **extra):
+    """The run's figures (see :func:`report`)."""
+    reads0, writes0 = marks
     beats = (sum(b.beats for b in bench.ram.reads[reads0:])
              + sum(b.beats for b in bench.ram.writes[writes0:]))
     rtl = [r for r in records if r.host is None]
     busy = sum(r.cycles for r in rtl)
-    name = f"{preset}: one decode step ({'first ' + str(limit) if limit else 'all'} commands)"
-    title = (f"{name} through v4hw_tile, P={cfg.p}, L={cfg.lanes}, bus {cfg.bus_bits} bits, "
-             f"memory latency {MEMORY_LATENCY} (predicted: the latency models at the core's "
-             f"{cfg.latency}, i.e. the standalone block)")
-    figures = {
+    if bench.ram.violations and failure is None:
+        failure = "AXI rule violations: " + "; ".join(bench.ram.violations[:5])
+    return {
         "commands": len(records), "rtl_ops": len(rtl), "starts": sum(r.repeat for r in rtl),
         "cycles": busy, "predicted": sum(r.predicted for r in rtl),
-        "step_cycles": step_cycles, "gmem_beats": beats, "bus_bytes": cfg.bus_bits // 8,
-        "roofline": beats / busy if busy else 0.0,
-        "generate_s": round(generate_s, 1), "run_s": round(run_s, 1),
-        "bit_exact": failure is None, "failure": failure,
-        "violations": list(bench.ram.violations[:5]),
+        "step_cycles": bench.timing.edge() - first_edge, "gmem_beats": beats,
+        "bus_bytes": bench.data_width // 8, "roofline": beats / busy if busy else 0.0,
+        "bit_exact": failure is None, "failure": failure, **extra,
     }
-    if bench.ram.violations and failure is None:
-        failure = "AXI rule violations:\n" + "\n".join(bench.ram.violations[:5])
-        figures["bit_exact"], figures["failure"] = False, failure
+
+
+def report(dut, title, records, fig, steps=None):
+    """Log the tables and write the JSON report (``V4HW_TS_REPORT``)."""
     stage_table = format_by_stage(records)
-    summary = format_summary(records, title) if failure is None else title + "\nFAILED: " + failure
-    dut._log.info("\n%s\n\n%s\n%s", stage_table, format_by_opcode(records), summary)
+    by_opcode = format_by_opcode(records)
+    summary = (format_summary(records, title) if fig["failure"] is None
+               else title + "\nFAILED: " + fig["failure"])
+    dut._log.info("\n%s\n\n%s\n%s", stage_table, by_opcode, summary)
     path = os.environ.get("V4HW_TS_REPORT")
     if path:
         with open(path, "w") as f:
-            json.dump({"title": title, "stages": stage_table, "by_opcode": format_by_opcode(records),
-                       "summary": summary, "figures": figures,
+            json.dump({"title": title, "stages": stage_table, "by_opcode": by_opcode,
+                       "summary": summary, "figures": fig, "steps": steps or [],
                        "records": [vars(r) for r in records]}, f, indent=1)
-    assert failure is None, failure
-    assert rtl, "no command ran on the tile"
+
+
+def _bench(dut):
+    return TileBench(dut, p=int(os.environ.get("V4HW_TS_P", "4")),
+                     lanes=int(os.environ.get("V4HW_TS_L", "8")), latency=MEMORY_LATENCY)
+
+
+def _title(what, cfg):
+    return (f"{what} through v4hw_tile, P={cfg.p}, L={cfg.lanes}, bus {cfg.bus_bits} bits, "
+            f"memory latency {MEMORY_LATENCY} (predicted: the latency models at the core's "
+            f"{cfg.latency}, i.e. the standalone block)")
+
+
+@cocotb.test()
+async def decode_step(dut):
+    """One decode step of every layer of the preset through the tile."""
+    preset = os.environ.get("V4HW_TS_PRESET", "notes")
+    limit = int(os.environ.get("V4HW_TS_LIMIT", "0"))
+    bench = _bench(dut)
+    await bench.start()
+    cfg = await block_config(bench)
+    wall = time.monotonic()
+    programs = decode_programs(preset, cfg)
+    generate_s = time.monotonic() - wall
+    records = []
+    first_edge, marks = bench.timing.edge(), (len(bench.ram.reads), len(bench.ram.writes))
+    wall = time.monotonic()
+    failure, _ = await run_layers(bench, programs, records, keep_first=False, limit=limit or None)
+    fig = figures(bench, records, failure, first_edge, marks, generate_s=round(generate_s, 1),
+                  run_s=round(time.monotonic() - wall, 1))
+    what = f"{preset}: one decode step ({'first ' + str(limit) if limit else 'all'} commands)"
+    report(dut, _title(what, cfg), records, fig)
+    assert fig["failure"] is None, fig["failure"]
+    assert fig["rtl_ops"], "no command ran on the tile"
+
+
+@cocotb.test()
+async def decode_steps(dut):
+    """``V4HW_TS_STEPS`` consecutive decode steps of the preset through the tile, the
+    last at the preset's position; each generated from the memory the tile wrote in the
+    step before (:class:`sim.tile_runtime.DecodeSession`), and the memory the tile leaves
+    after each step equal to the generator's own golden run from the same start."""
+    preset = os.environ.get("V4HW_TS_PRESET", "notes")
+    n_steps = int(os.environ.get("V4HW_TS_STEPS", "2"))
+    bench = _bench(dut)
+    await bench.start()
+    cfg = await block_config(bench)
+    session = DecodeSession(preset, cfg, n_steps)
+    records, steps, failure = [], [], None
+    first_edge, marks = bench.timing.edge(), (len(bench.ram.reads), len(bench.ram.writes))
+    wall = time.monotonic()
+    for k in range(n_steps):
+        t = session.t
+        programs = session.step()
+        step_records = []
+        failure, rt = await run_layers(bench, programs, step_records, keep_first=k > 0)
+        for r in step_records:
+            r.stage = f"t{t}.{r.stage}"
+        records += step_records
+        rtl = [r for r in step_records if r.host is None]
+        steps.append({"position": t, "ops": len(step_records), "rtl_ops": len(rtl),
+                      "cycles": sum(r.cycles for r in rtl),
+                      "predicted": sum(r.predicted for r in rtl)})
+        if failure is not None:
+            break
+        got, want = rt.image(), session.expected()
+        if got.size < want.size or not np.array_equal(got[: want.size], want):
+            failure = (f"step at position {t}: the memory the tile left differs from the "
+                       "generator's golden run")
+            break
+        session.sync(got)
+        dut._log.info("step at position %d: %d ops (%d on the RTL), %d cycles, bit-exact", t,
+                      len(step_records), len(rtl), steps[-1]["cycles"])
+    fig = figures(bench, records, failure, first_edge, marks,
+                  run_s=round(time.monotonic() - wall, 1))
+    what = f"{preset}: {n_steps} consecutive decode steps from position {session.t - len(steps)}"
+    report(dut, _title(what, cfg), records, fig, steps)
+    assert fig["failure"] is None, fig["failure"]
+    assert len(steps) == n_steps

@@ -62,7 +62,7 @@ __all__ = [
     "PHYS_BASE", "Layout", "layout", "tat_entries", "va_commands", "va_register_writes",
     "ma_register_writes", "tat_register_writes", "decode_va_registers", "decode_ma_registers",
     "written_tensors", "Capabilities", "OpRecord", "RuntimeFailure", "CommandTimeout",
-    "CommandError", "Mismatch", "TileRuntime", "decode_programs", "format_table",
+    "CommandError", "Mismatch", "TileRuntime", "decode_programs", "DecodeSession", "format_table",
     "format_by_stage", "format_by_opcode", "format_summary",
 ]
 
@@ -391,10 +391,13 @@ class TileRuntime:
         """The program's memory, ``size`` bytes from its address 0."""
         return np.frombuffer(self.memory.read(self.layout.phys_base, self.layout.size), np.uint8)
 
-    def load(self):
-        """Write the host's initial image: zeros, then every tensor of ``program.init``;
-        start the golden interpreter on the same image."""
+    def load(self, keep=False):
+        """Write the host's initial image: zeros (``keep``: the memory as it is, what the
+        commands before left), then every tensor of ``program.init``; start the golden
+        interpreter on the same image."""
         m = Machine(self.program.config, self.program.tensors, self.layout.size)
+        if keep:
+            m.mem[: self.layout.size] = self.image()
         for name, data in self.program.init.items():
             m.write(name, data)
         self.memory.write(self.layout.phys_base, m.mem.tobytes())
@@ -522,11 +525,11 @@ class TileRuntime:
             self._compare(rec, cmd)
         return rec
 
-    async def run(self, commands=None, *, on_record=None):
-        """Load the memory, set the blocks up and run ``commands`` (indices into
-        ``program.commands``; all by default) in order; returns the records.
-        ``on_record(record)`` is called after each op."""
-        self.load()
+    async def run(self, commands=None, *, on_record=None, keep=False):
+        """Load the memory (``keep``: over what is there, see :meth:`load`), set the
+        blocks up and run ``commands`` (indices into ``program.commands``; all by default)
+        in order; returns the records. ``on_record(record)`` is called after each op."""
+        self.load(keep)
         await self.setup()
         indices = range(len(self.program.commands)) if commands is None else commands
         for i in indices:
@@ -583,6 +586,85 @@ def decode_programs(preset, config, position=None, mode="bf16"):
         out.append((layer, Program(step.config, step.tensors, step.commands, init), names))
     b.prefix = ""
     return out
+
+
+class DecodeSession:
+    """Consecutive decode steps of tile preset ``preset`` from ``position`` (the preset's
+    by default, minus ``steps`` − 1, so that the last step is the preset's own), each
+    generated from the memory the step before left: :meth:`step` gives the next step's
+    programs, one per layer (as :func:`decode_programs`: the same generators; the
+    state of every layer allocated once, for ``position + steps`` tokens, and zero before
+    the first step), :meth:`sync` makes the generator's memory the image the RTL wrote
+    (the MoE's dispatch of the next step reads it). A program's ``init`` holds only the
+    tensors its step adds (its inputs and new constants): run it with ``keep=True``
+    over the memory the step before left (the first step: over zeros, as
+    ``keep=False``). :meth:`expected` is the generator's own memory after the step, so
+    ``image == expected()`` says the RTL left exactly what the golden interpreter
+    computed from the same start."""
+
+    def __init__(self, preset, config, steps, position=None, mode="bf16"):
+        from golden.presets.tile import PRESETS
+        from golden.program_dsv4 import dsv4_state
+        from golden.program_notes import notes_state
+
+        if preset not in PRESETS:
+            raise ValueError(f"unknown preset {preset!r}; expected one of {sorted(PRESETS)}")
+        if steps < 1:
+            raise ValueError(f"steps must be >= 1, got {steps}")
+        self.pre = PRESETS[preset]
+        self.t = self.pre.position - (steps - 1) if position is None else position
+        if self.t < 0:
+            raise ValueError(f"position must be >= 0, got {self.t}")
+        self.mode, self.steps_left = mode, steps
+        self.model = self.pre.model()
+        self.builder = b = Builder(config or BlockConfig())
+        self.rng = np.random.default_rng(self.pre.seed)
+        capacity = self.t + steps
+        self.states = []
+        for i, layer in enumerate(self.model.layers):
+            b.prefix = f"l{i}."
+            self.states.append(dsv4_state(b, layer, capacity) if self.pre.kind == "deepseek-v4"
+                               else notes_state(b, layer, capacity))
+        b.prefix = ""
+        self._given = set()
+
+    def step(self):
+        """The next step's ``[(layer, program, stage names)]`` at position :attr:`t`
+        (then advanced by one)."""
+        from golden.program_dsv4 import dsv4_decode_step
+        from golden.program_notes import notes_decode_step
+
+        if self.steps_left == 0:
+            raise ValueError("no step left")
+        b, c, t = self.builder, self.pre.config, self.t
+        out = []
+        for i, layer in enumerate(self.model.layers):
+            b.prefix = f"l{i}."
+            st = self.states[i]
+            if self.pre.kind == "deepseek-v4":
+                row = self.rng.standard_normal((c.hc_mult, c.hidden_size))
+                step, names = dsv4_decode_step(layer, st, row, int(self.rng.integers(c.vocab_size)),
+                                               t, b)
+            else:
+                step, names = notes_decode_step(layer, st, self.rng.standard_normal(c.hidden_size),
+                                                t, b, self.mode)
+            init = {name: data for name, data in b.init.items()
+                    if name in step.tensors and name not in self._given}
+            self._given |= set(init)
+            out.append((layer, Program(step.config, step.tensors, step.commands, init), names))
+        b.prefix = ""
+        self.t += 1
+        self.steps_left -= 1
+        return out
+
+    def expected(self):
+        """The generator's memory (bytes from address 0) after the steps so far."""
+        return self.builder.m.mem[: self.builder._top]
+
+    def sync(self, image):
+        """Make the generator's memory ``image`` (the memory the RTL left)."""
+        image = np.asarray(image, np.uint8)
+        self.builder.m.mem[: image.size] = image
 
 
 # --- reports --------------------------------------------------------------------------------

@@ -4,7 +4,8 @@ RTL has on the tile, bit for bit against the golden interpreter.
 
 The build is the tile tests' own (``tests/test_tile_cocotb.py``: the same Verilog text,
 configuration name and options), so no build is added. ``make test`` runs the ``notes``
-step; ``make regress`` the 3-layer ``deepseek-v4`` step. ``pytest -s`` shows the
+step; ``make regress`` the 3-layer ``deepseek-v4`` step and two consecutive steps of
+each preset, the second from the memory the tile wrote in the first. ``pytest -s`` shows the
 per-stage table, the per-opcode table and the summary.
 """
 
@@ -19,19 +20,23 @@ from tests import test_tile_cocotb as tile
 TESTBENCH = "sim.tile_demo_tb"
 
 
-def run_step(preset, tmp_path, timeout_s, limit=0):
+def run_step(preset, tmp_path, timeout_s, limit=0, steps=0):
+    """``steps`` 0: the ``decode_step`` test; else ``decode_steps`` of that many."""
     report = tmp_path / "report.json"
     env = {"V4HW_TS_PRESET": preset, "V4HW_TS_LIMIT": str(limit), "V4HW_TS_REPORT": str(report),
-           "V4HW_TS_P": str(SMALL["p"]), "V4HW_TS_L": str(SMALL["lanes"])}
+           "V4HW_TS_P": str(SMALL["p"]), "V4HW_TS_L": str(SMALL["lanes"]),
+           "V4HW_TS_STEPS": str(steps)}
     try:
         run_cocotb("verilator", tile.tile_verilog(), tile.TOPLEVEL, TESTBENCH,
-                   config_name=tile.CONFIG_NAME, testcase="decode_step",
+                   config_name=tile.CONFIG_NAME,
+                   testcase="decode_steps" if steps else "decode_step",
                    gtkw_groups=tile.TILE_GTKW_GROUPS, timeout_s=timeout_s, extra_env=env,
                    **tile.VERILATOR)
     finally:
         if report.is_file():
             out = json.loads(report.read_text())
-            print(f"\n{out['stages']}\n\n{out['by_opcode']}\n{out['summary']}\n{out['figures']}")
+            print(f"\n{out['stages']}\n\n{out['by_opcode']}\n{out['summary']}\n{out['figures']}"
+                  f"\n{out['steps']}")
     return out
 
 
@@ -57,3 +62,16 @@ def test_tile_step_notes(tmp_path):
 def test_tile_step_deepseek_v4(tmp_path):
     """One decode step of the 3-layer ``deepseek-v4`` preset through the tile."""
     check(run_step("deepseek-v4", tmp_path, 7200))
+
+
+@pytest.mark.cocotb
+@pytest.mark.regress
+@pytest.mark.parametrize("preset", ["notes", "deepseek-v4"])
+def test_tile_consecutive_steps(preset, tmp_path):
+    """Two consecutive decode steps, the second generated from the memory the tile wrote
+    in the first and ending at the preset's position (``notes`` 27, 28: a new refresh
+    anchor; ``deepseek-v4`` 62, 63: 63 completes a CSA group of 4 and an HCA group of 8)."""
+    out = run_step(preset, tmp_path, 7200, steps=2)
+    check(out)
+    assert [s["position"] for s in out["steps"]] == {"notes": [27, 28],
+                                                     "deepseek-v4": [62, 63]}[preset]

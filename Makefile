@@ -11,7 +11,7 @@ STAMP  := $(VENV)/.installed
 all: help
 
 help:
-	@echo "make demo       generate the MA, run a 128x128x128 int8 and a bf16 tile under Verilator"
+	@echo "make demo       generate the tile, run a decode step of the 3-layer deepseek-v4 through it (Verilator)"
 	@echo "make bench-muon Muon NoC on a 4x4 mesh: latency/throughput sweeps, CSV + PNG (Verilator)"
 	@echo "make test       the whole regression: golden, Amaranth simulator, cocotb on Icarus and Verilator"
 	@echo "make regress    everything make test runs, and the long checks (a fresh pip install, ...)"

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -184,6 +185,100 @@ DEMO_TRACE_EXCLUDE = ("*.core.array*", "*.core.buffers*")
 
 
 def cmd_demo(args):
+    """``v4hw demo [tile]``: a decode step through the tile; ``v4hw demo ma``: the MA's."""
+    if args.what == "ma":
+        return cmd_demo_ma(args)
+    return cmd_demo_tile(args)
+
+
+# The tile demo's VCD: the ports, the control decoder, each block's register block and
+# command status, the NIs' and the mesh's own ports; the insides of the cores, the MC,
+# the mesh's routers and the NIs are left out (a decode step of deepseek-v4 is some
+# 10⁵ cycles of a design whose datapaths would make the VCD gigabytes).
+DEMO_TILE_TRACE_EXCLUDE = ("*.ma.core*", "*.va.core*", "*.mc.core*", "*.mesh.*", "*.ni_ma.*",
+                           "*.ni_va.*", "*.ni_mem.*", "*.ni_migrate.*", "*.migrate.*",
+                           "*.bridge*")
+DEMO_TILE_GTKW_GROUPS = [
+    ("clock, reset, interrupt", ["ap_clk", "ap_rst_n", "interrupt"]),
+    ("s_axi_control", ["s_axi_control_*"]),
+    ("m_axi_gmem read", ["m_axi_gmem_ar*", "m_axi_gmem_r*"]),
+    ("m_axi_gmem write", ["m_axi_gmem_aw*", "m_axi_gmem_w*", "m_axi_gmem_b*"]),
+    ("control", ["control.decoder.*", "control.regs.irq_source*"]),
+    ("MA", ["ma.status.busy", "ma.status.done", "ma.status.error"]),
+    ("VA", ["va.status.busy", "va.status.done", "va.status.error"]),
+    ("NIs", ["ni_ma.inject*", "ni_va.inject*", "ni_mem.inject*", "ni_mem.eject*"]),
+]
+
+
+def cmd_demo_tile(args):
+    """Generate the small tile, run one decode step of a tile preset through it under
+    Verilator with the host runtime, print the per-stage table and the verdict."""
+    from hdl.tile.top import SMALL
+    from sim.runner import CocotbTestFailure, SimulationError, run_cocotb
+    from tests import test_tile_cocotb as tile
+
+    if args.limit < 0:
+        raise UsageError(f"demo: --limit must be >= 0, not {args.limit}")
+    started = time.monotonic()
+    print(f"v4hw demo: generating v4hw_tile (MA P={SMALL['p']}, VA L={SMALL['lanes']}, "
+          f"DATA_WIDTH={SMALL['data_width']}, {SMALL['cols']}x{SMALL['rows']} mesh; the "
+          "tests' configuration)", flush=True)
+    text = tile.tile_verilog()
+    waves = not args.no_waves
+    print(f"v4hw demo: one decode step of {args.preset!r} through the tile under Verilator "
+          f"(the build is cached; a first one takes minutes{', with waves' if waves else ''})",
+          flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        report = Path(tmp) / "report.json"
+        env = {"V4HW_TS_PRESET": args.preset, "V4HW_TS_LIMIT": str(args.limit),
+               "V4HW_TS_REPORT": str(report), "V4HW_TS_P": str(SMALL["p"]),
+               "V4HW_TS_L": str(SMALL["lanes"])}
+        failure, results = None, None
+        try:
+            results = run_cocotb(
+                "verilator", text, tile.TOPLEVEL, "sim.tile_demo_tb",
+                config_name=tile.CONFIG_NAME, testcase="decode_step", waves=waves,
+                trace_exclude=DEMO_TILE_TRACE_EXCLUDE if waves else (),
+                gtkw_groups=DEMO_TILE_GTKW_GROUPS, extra_env=env, **tile.VERILATOR)
+        except (CocotbTestFailure, SimulationError) as error:
+            failure = error
+        out = json.loads(report.read_text()) if report.exists() else None
+    if out is None:
+        print(f"v4hw demo: FAILED: {str(failure).splitlines()[0] if failure else 'no report'}",
+              file=sys.stderr)
+        return 1
+    fig = out["figures"]
+    print()
+    print(out["stages"])
+    print()
+    print(out["by_opcode"])
+    print()
+    print(out["summary"])
+    print(f"\nstep: {fig['rtl_ops']} of {fig['commands']} ops on the RTL ({fig['starts']} STARTs), "
+          f"{fig['cycles']} cycles START to CTR summed ({fig['predicted']} predicted for the "
+          f"standalone blocks, tile / standalone {fig['cycles'] / max(fig['predicted'], 1):.3f}); "
+          f"{fig['step_cycles']} cycles in all with the host's register accesses")
+    print(f"roofline: {fig['gmem_beats']} m_axi_gmem beats ({fig['gmem_beats'] * fig['bus_bytes']} "
+          f"bytes at {fig['bus_bytes']} bytes a cycle) in {fig['cycles']} command cycles: "
+          f"memory-bound limit / cycles = {fig['roofline']:.3f}")
+    verdict = "bit-exact" if fig["bit_exact"] and failure is None else "MISMATCH"
+    print(f"verdict: {verdict} (every tensor each RTL command wrote, and each layer's whole "
+          f"memory, against the golden interpreter)")
+    if results is not None:
+        run_dir = Path(results).parent
+        vcd, gtkw = sorted(run_dir.glob("*.vcd")), sorted(run_dir.glob("*.gtkw"))
+        if vcd and gtkw:
+            print(f"waves: {vcd[0]} ({vcd[0].stat().st_size / 1e6:.0f} MB)\ngtkw:  {gtkw[0]}\n"
+                  f"open with: gtkwave {vcd[0]} {gtkw[0]}")
+    print(f"wall time: {time.monotonic() - started:.0f} s")
+    if failure is not None or not fig["bit_exact"]:
+        message = fig["failure"] or str(failure).splitlines()[0]
+        print(f"v4hw demo: FAILED: {message.splitlines()[0]}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_demo_ma(args):
     """Generate the MA, run a 128³ int8 and a bf16 tile under Verilator, check both."""
     from sim.runner import CocotbTestFailure, SimulationError, run_cocotb
     params = {"P": 8, "DATA_WIDTH": 128}
@@ -366,8 +461,18 @@ def build_parser():
                    help="clock of the design (default 100)")
     p.add_argument("--seed", type=int, default=1, help="nextpnr placement seed")
 
-    p = sub.add_parser("demo", help="run the MA on a 128³ int8 and bf16 tile (Verilator)",
-                       description="Run the MA on a 128³ int8 and a bf16 tile (Verilator).")
+    p = sub.add_parser("demo", help="a decode step of deepseek-v4 through the tile (Verilator); "
+                                    "`demo ma`: the MA on 128³ int8 and bf16 tiles",
+                       description="`v4hw demo` (or `demo tile`): one decode step of a tiny "
+                                   "preset through v4hw_tile under Verilator, bit for bit "
+                                   "against the golden interpreter. `v4hw demo ma`: the MA on a "
+                                   "128³ int8 and a bf16 tile.")
+    p.add_argument("what", nargs="?", choices=("tile", "ma"), default="tile",
+                   help="tile (default) or ma")
+    p.add_argument("--preset", choices=("deepseek-v4", "notes"), default="deepseek-v4",
+                   help="tile preset of the decode step (default deepseek-v4, 3 layers)")
+    p.add_argument("--limit", type=int, default=0, metavar="N",
+                   help="run only the first N commands of the step (0: all)")
     p.add_argument("--no-waves", action="store_true", help="record no VCD / .gtkw")
 
     p = sub.add_parser("muon", help="Muon tools: `v4hw muon analyze CAPTURE ...`",

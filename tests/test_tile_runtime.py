@@ -283,7 +283,10 @@ class FakeBlock:
             return np.stack([np.frombuffer(mem.read(phys + addr + r * ld, cols * size), dtype)
                              for r in range(n)])
         a = rows(d["a_addr"], d["m"], d["k"], d["lda"], dt, es)
-        b = rows(d["b_addr"], d["k"], d["n"], d["ldb"], dt, es)
+        if d["b_transposed"]:       # MODE.MODE bit 1: B stored as N rows of K
+            b = rows(d["b_addr"], d["n"], d["k"], d["ldb"], dt, es).T
+        else:
+            b = rows(d["b_addr"], d["k"], d["n"], d["ldb"], dt, es)
         cdt = np.uint32 if es == 2 else np.int32
         old = rows(d["c_addr"], d["m"], d["n"], d["ldc"], cdt, 4) if d["accumulate"] else None
         c = gemm(d["mode"], a, b, old)

@@ -69,8 +69,7 @@ VA_OP_TYPES = {
 _INT8_VA = frozenset({VaOpcode.QUANTIZE, VaOpcode.DEQUANTIZE, P.DEQUANTIZE_MEM})
 # golden.program dtypes -> plan.ir dtypes
 DTYPE_NAMES = {"bf16": "bf16", "binary32": "fp32", "int8": "int8", "int32": "int32"}
-VA_MODEL_NOTE = ("VA cycles: golden/va_latency.py (each command from reset, operands "
-                 "aligned; DEQUANTIZE_MEM and TOPK_WIDE timed as DEQUANTIZE and TOPK)")
+VA_MODEL_NOTE = "VA cycles: golden/va_latency.py (each command from reset, operands aligned)"
 _BAD = re.compile(r"[^A-Za-z0-9_.\-]")
 
 

@@ -36,7 +36,7 @@ from .va_latency import va_repeat_cycles
 
 __all__ = ["DTYPES", "MA_MAX", "BlockConfig", "Tensor", "Operand", "VaCmd", "MaCmd", "Program",
            "Builder", "Machine", "run", "count_commands", "program_summary",
-           "decode_steps", "summary"]
+           "decode_steps", "decode_step_parts", "summary"]
 
 DTYPES = {"bf16": np.uint16, "binary32": np.uint32, "int8": np.int8, "int32": np.int32}
 MA_MAX = 128          # the MA's M, K and N are 1..128 (docs/design.md); larger products are tiled
@@ -493,6 +493,14 @@ def decode_steps(preset, position=None, config=None, mode="bf16"):
     from a state of zeros (the command list does not depend on the state's values, only
     the MoE's dispatch does, through the experts a token picks), with random inputs.
     Returns a list of ``(layer, step program)``."""
+    _, steps = decode_step_parts(preset, position, config, mode)
+    return [(layer, step) for layer, step, _ in steps]
+
+
+def decode_step_parts(preset, position=None, config=None, mode="bf16"):
+    """What :func:`decode_steps` makes, with what a host needs to run it: returns
+    ``(builder, [(layer, step program, stage names)])``; ``builder.init`` holds the host's
+    tensors (weights, constants, inputs, the state's initial image) of every layer."""
     from .presets.tile import PRESETS
     from .program_dsv4 import dsv4_decode_step, dsv4_state
     from .program_notes import notes_decode_step, notes_state
@@ -513,13 +521,13 @@ def decode_steps(preset, position=None, config=None, mode="bf16"):
         if pre.kind == "deepseek-v4":
             st = dsv4_state(b, layer, t + 1)
             row = rng.standard_normal((c.hc_mult, c.hidden_size))
-            step, _ = dsv4_decode_step(layer, st, row, int(rng.integers(c.vocab_size)), t, b)
+            step, names = dsv4_decode_step(layer, st, row, int(rng.integers(c.vocab_size)), t, b)
         else:
             st = notes_state(b, layer, t + 1)
-            step, _ = notes_decode_step(layer, st, rng.standard_normal(c.hidden_size), t, b, mode)
-        steps.append((layer, step))
+            step, names = notes_decode_step(layer, st, rng.standard_normal(c.hidden_size), t, b, mode)
+        steps.append((layer, step, names))
     b.prefix = ""
-    return steps
+    return b, steps
 
 
 def summary(preset, position=None, config=None, mode="bf16"):

@@ -53,6 +53,7 @@ from golden.program import (
     Builder,
     Machine,
     Program,
+    decode_step_parts,
     ma_command_cycles,
     va_command_cycles,
 )
@@ -560,32 +561,11 @@ def decode_programs(preset, config, position=None, mode="bf16"):
     step's memory (weights, constants, inputs, the state's initial image), so
     :func:`golden.program.run` and the runtime start from the image the step's commands
     were generated on. Returns ``[(layer, program, stage names)]``."""
-    from golden.presets.tile import PRESETS
-    from golden.program_dsv4 import dsv4_decode_step, dsv4_state
-    from golden.program_notes import notes_decode_step, notes_state
-
-    if preset not in PRESETS:
-        raise ValueError(f"unknown preset {preset!r}; expected one of {sorted(PRESETS)}")
-    pre = PRESETS[preset]
-    t = pre.position if position is None else position
-    model = pre.model()
-    b = Builder(config or BlockConfig())
-    rng = np.random.default_rng(pre.seed)
-    c = pre.config
-    out = []
-    for i, layer in enumerate(model.layers):
-        b.prefix = f"l{i}."
-        if pre.kind == "deepseek-v4":
-            st = dsv4_state(b, layer, t + 1)
-            row = rng.standard_normal((c.hc_mult, c.hidden_size))
-            step, names = dsv4_decode_step(layer, st, row, int(rng.integers(c.vocab_size)), t, b)
-        else:
-            st = notes_state(b, layer, t + 1)
-            step, names = notes_decode_step(layer, st, rng.standard_normal(c.hidden_size), t, b, mode)
-        init = {name: data for name, data in b.init.items() if name in step.tensors}
-        out.append((layer, Program(step.config, step.tensors, step.commands, init), names))
-    b.prefix = ""
-    return out
+    b, steps = decode_step_parts(preset, position, config, mode)
+    return [(layer, Program(step.config, step.tensors, step.commands,
+                            {name: data for name, data in b.init.items() if name in step.tensors}),
+             names)
+            for layer, step, names in steps]
 
 
 class DecodeSession:

@@ -32,11 +32,8 @@ import dataclasses
 import logging
 from dataclasses import dataclass
 
-import cocotb
 import numpy as np
 from cocotb.triggers import FallingEdge
-from cocotbext.axi import AxiLiteBus
-from cocotbext.axi.axil_channels import AxiLiteAWMonitor, AxiLiteWMonitor
 
 from golden.ma import TAT_ENTRIES, TatEntry, pack_matrix, tat_check, tat_first_uncovered, unpack_matrix
 from golden.ma import gemm as golden_gemm
@@ -160,19 +157,8 @@ class MaBench(KernelBench):
         # bus_log_level=logging.INFO to see them.
         super().__init__(dut, rng=rng, bus_log_level=bus_log_level, memory=(
             latency, latency if write_latency is None else write_latency))
-        # Edges of AW and W handshakes on s_axi_control: they date the START write.
-        self._control_writes = {"aw": [], "w": []}
-        axil_write = AxiLiteBus.from_prefix(dut, "s_axi_control").write
-        for kind, monitor in (("aw", AxiLiteAWMonitor), ("w", AxiLiteWMonitor)):
-            cocotb.start_soon(self._stamp(
-                monitor(getattr(axil_write, kind), dut.ap_clk, dut.ap_rst_n,
-                        reset_active_level=False), self._control_writes[kind]))
+        self.watch_control_writes()      # they date the START write (launch)
         self.tat = [NO_TAT_ENTRY] * TAT_ENTRIES
-
-    async def _stamp(self, monitor, edges):
-        while True:
-            await monitor.recv()
-            edges.append(self.timing.edge())
 
     # -- clock, reset, time
     def expected_caps(self, caps):

@@ -21,10 +21,7 @@ cycle; the VA's (CTR − the timebase at START's B response) does not, both movi
 
 import logging
 
-import cocotb
 import numpy as np
-from cocotbext.axi import AxiLiteBus
-from cocotbext.axi.axil_channels import AxiLiteAWMonitor, AxiLiteWMonitor
 
 from hdl.ma import regmap as ma_regmap
 from hdl.mc import regmap as mc_regmap
@@ -128,19 +125,9 @@ class TileBench(KernelBench):
         self.cols, self.rows = cols, rows
         self.prefetch_window = prefetch_window
         super().__init__(dut, rng=rng, memory=(latency, latency), bus_log_level=bus_log_level)
-        self._control_writes = {"aw": [], "w": []}
-        axil_write = AxiLiteBus.from_prefix(dut, "s_axi_control").write
-        for kind, monitor in (("aw", AxiLiteAWMonitor), ("w", AxiLiteWMonitor)):
-            cocotb.start_soon(self._stamp(
-                monitor(getattr(axil_write, kind), dut.ap_clk, dut.ap_rst_n,
-                        reset_active_level=False), self._control_writes[kind]))
+        self.watch_control_writes()
         self.ma = _MaView(self, p)
         self.va = _VaView(self, lanes, fn_lanes, va_window)
-
-    async def _stamp(self, monitor, edges):
-        while True:
-            await monitor.recv()
-            edges.append(self.timing.edge())
 
     async def start(self):
         """Clock, reset, identity (:meth:`check_identity`), then the MC's prefetch

@@ -21,9 +21,11 @@ ID and CAPS.
 import logging
 import random
 
+import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge, First, RisingEdge, Timer
 from cocotbext.axi import AxiBus, AxiLiteBus, AxiLiteMaster
+from cocotbext.axi.axil_channels import AxiLiteAWMonitor, AxiLiteWMonitor
 
 from ..regs import Registers
 from .axi_mem import GmemModel
@@ -74,6 +76,23 @@ class KernelBench:
         self._time_offset = 0
 
     # -- clock, reset, identity
+    def watch_control_writes(self):
+        """Record the clock edge of every AW and W handshake on ``s_axi_control`` in
+        ``self._control_writes["aw"]`` / ``["w"]``: the register block performs a write in
+        the cycle after the later of the two, which dates a START write
+        (:meth:`sim.ma_driver.MaBench.launch`)."""
+        self._control_writes = {"aw": [], "w": []}
+        axil_write = AxiLiteBus.from_prefix(self.dut, "s_axi_control").write
+        for kind, monitor in (("aw", AxiLiteAWMonitor), ("w", AxiLiteWMonitor)):
+            cocotb.start_soon(self._stamp(
+                monitor(getattr(axil_write, kind), self.dut.ap_clk, self.dut.ap_rst_n,
+                        reset_active_level=False), self._control_writes[kind]))
+
+    async def _stamp(self, monitor, edges):
+        while True:
+            await monitor.recv()
+            edges.append(self.timing.edge())
+
     def idle_inputs(self):
         """Drive the block's own inputs (beyond the buses) to their idle values; called
         with reset asserted, before the clock starts."""

@@ -21,6 +21,7 @@ tile runtime will read them back. The program format is documented in
 ``docs/golden/program.md``.
 """
 
+import hashlib
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -262,6 +263,11 @@ def to_bf16(x):
     return float_to_bf16_rne(np.asarray(x, np.float64))
 
 
+def _digest(data):
+    """A digest of an array's bytes (the shared tensors' cache keys)."""
+    return hashlib.blake2b(np.ascontiguousarray(data).tobytes(), digest_size=16).digest()
+
+
 class Builder:
     """Allocates tensors and emits commands, running each at once on its own memory (so a
     generator can read a result back, as the runtime does for the MoE's dispatch)."""
@@ -298,10 +304,23 @@ class Builder:
         return self.tensor(name, data.shape if data.ndim else (1,), dtype, role, data, shared)
 
     def cached(self, key, data, dtype="bf16", role="const"):
-        """A host constant shared by every step that asks for ``key`` (one tensor)."""
-        if key not in self.cache:
-            self.cache[key] = self.const(f"c.{key}", data, dtype, role, shared=True)
-        return self.cache[key]
+        """A host constant shared by every step that asks for ``key`` with the same values
+        (one tensor); other values under the same key (another layer's) are another tensor."""
+        data = np.ascontiguousarray(data, DTYPES[dtype])
+        full = ("const", key, dtype, role, data.shape, _digest(data))
+        if full not in self.cache:
+            self.cache[full] = self.const(self.shared_name(f"c.{key}"), data, dtype, role,
+                                          shared=True)
+        return self.cache[full]
+
+    def shared_name(self, name):
+        """``name``, or the first of ``name#2``, ``name#3``, ... that no tensor has: a shared
+        tensor's name when another one (another layer's weight) already has it."""
+        n, candidate = 1, name
+        while candidate in self.tensors:
+            n += 1
+            candidate = f"{name}#{n}"
+        return candidate
 
     def read(self, name):
         return self.m.read(name)
@@ -376,15 +395,19 @@ class _Layer:
         """Weight ``w`` (float64, ``(N, K)`` as stored by the model) as the MA's B operand
         ``(K, N)``: bf16, or (int8 mode) int8 with one binary32 scale per tensor, both
         prepared by the host (the scale is the VA's QUANTIZE of the whole tensor)."""
-        key = ("weight", name, mode)
-        cache = self.b.cache
+        wb = to_bf16(w)
+        # Keyed by the values too: the layers of a step share one builder, and each layer's
+        # weight of a name is its own tensor (the same values: the same tensor).
+        key = ("weight", name, mode, wb.shape, _digest(wb))
+        cache, b = self.b.cache, self.b
         if key not in cache:
-            wb = to_bf16(w)
             if mode == "bf16":
-                cache[key] = (self.b.const(f"w.{name}", wb.T.copy(), "bf16", "weight", shared=True), None)
+                cache[key] = (b.const(b.shared_name(f"w.{name}"), wb.T.copy(), "bf16", "weight",
+                                      shared=True), None)
             else:
                 qw, sw = va.quantize_bf16(wb.ravel())
-                t = self.b.const(f"w8.{name}", qw.reshape(w.shape).T.copy(), "int8", "weight", shared=True)
+                t = b.const(b.shared_name(f"w8.{name}"), qw.reshape(w.shape).T.copy(), "int8",
+                            "weight", shared=True)
                 cache[key] = (t, sw)
         return cache[key]
 

@@ -279,6 +279,30 @@ def test_notes_decode_steps_equal_the_full_program(notes_layer, notes_x, mode):
     assert refreshed == [24, 28]
 
 
+def test_decode_step_layers_each_use_their_own_weights():
+    """The layers of one decode step share a builder (one memory); each layer's step gives
+    the output that layer gives decoded alone in a builder of its own, bit for bit: a
+    weight or constant of the same name and other values (the next layer's
+    ``w.attn_hc.fn``, router bias, sinks) is a tensor of its own, not the first layer's."""
+    from golden.presets.tile import PRESETS
+    from golden.program_dsv4 import dsv4_decode_step, dsv4_state
+
+    pre = PRESETS["deepseek-v4"]
+    b, steps = pg.decode_step_parts("deepseek-v4")
+    rng = np.random.default_rng(pre.seed)     # the rows and tokens decode_step_parts draws
+    c, t = pre.config, pre.position
+    for i, layer in enumerate(pre.model().layers):
+        row = rng.standard_normal((c.hc_mult, c.hidden_size))
+        token = int(rng.integers(c.vocab_size))
+        own = pg.Builder(pg.BlockConfig())
+        _, names = dsv4_decode_step(layer, dsv4_state(own, layer, t + 1), row, token, t, own)
+        key = "layer output (all tokens)"
+        np.testing.assert_array_equal(b.read(steps[i][2][key]), own.read(names[key]),
+                                      err_msg=f"layer {i}")
+    weights = [n for n in b.tensors if n.startswith("w.attn_hc.fn")]
+    assert len(weights) == len(steps), weights
+
+
 def test_tile_presets_engage_every_mechanism():
     from golden.presets.notes import tier_ranges
     from golden.presets.tile import PRESETS

@@ -7,6 +7,10 @@ import random
 import sys
 import time
 
+from golden.program import decode_steps
+from spec.sequencer import VERSION as FORMAT_VERSION
+
+from .commands import command_list, encode_command_list
 from .dstp import DEFAULT_MAX_CYCLES, plan
 from .errors import IRError
 from .gantt import write_gantt
@@ -33,6 +37,11 @@ def add_arguments(parser):
     parser.add_argument("--json", metavar="OUT", help="write the plan (and stamped graph) here")
     parser.add_argument("--gantt", metavar="PNG", help="write a Gantt chart (one row per "
                         "block, Muon link and MC channel) here")
+    parser.add_argument("--commands", metavar="OUT.bin", help="with --preset: write the "
+                        "tile sequencer's command list of the plan here "
+                        "(docs/tile/sequencer.md)")
+    parser.add_argument("--origin", type=int, default=0, help="with --commands: cycles after "
+                        "the sequencer's T0 at which the plan's cycle 0 falls (default 0)")
     parser.add_argument("--quiet", action="store_true", help="print only the summary")
 
 
@@ -40,6 +49,11 @@ def run(args, out=None):
     """Plan as ``args`` say; raises ValueError / OSError on a user error."""
     out = sys.stdout if out is None else out
     machine = Machine()
+    if args.commands is not None and args.preset is None:
+        raise ValueError("--commands needs --preset (a command list is made from an op "
+                         "program)")
+    if args.origin < 0:
+        raise ValueError(f"--origin must be >= 0, not {args.origin}")
     if args.preset is not None:
         graph, machine = lower_decode(args.preset)
         stage = graph.stages[0][0]
@@ -73,6 +87,15 @@ def run(args, out=None):
             f.write(result.to_json(graph))
     if args.gantt:
         write_gantt(result, machine, args.gantt)
+    if args.commands:
+        programs = [step for _, step in decode_steps(args.preset)]
+        entries = command_list(programs, graph, result, origin=args.origin)
+        data = encode_command_list(entries)
+        with open(args.commands, "wb") as f:
+            f.write(data)
+        writes = sum(len(e.writes) for e in entries)
+        out.write(f"command list: {len(entries)} entries, {writes} register writes, "
+                  f"{len(data)} bytes (format {FORMAT_VERSION}) to {args.commands}\n")
     return result
 
 

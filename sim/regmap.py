@@ -126,7 +126,7 @@ def render_codes_rdl():
 
 
 # Units with a register map of their own inside another block's package: name -> package.
-UNIT_MAPS = {"migrate": "tile"}
+UNIT_MAPS = {"migrate": "tile", "sequencer": "tile"}
 
 
 def blocks():

@@ -42,6 +42,7 @@ class BlockId(IntEnum):
     MUON = 0x4D55  # "MU"
     TILE = 0x5449  # "TI": the integrated tile's own registers
     MIGRATE = 0x434D  # "CM": the tile's cache-migrate engine
+    SEQUENCER = 0x5351  # "SQ": the tile's command sequencer
 
 
 class VaOpcode(IntEnum):

@@ -25,6 +25,7 @@ extern "C" {
 #define MC__ID__BLOCK__MUON 0x4d55
 #define MC__ID__BLOCK__TILE 0x5449
 #define MC__ID__BLOCK__MIGRATE 0x434d
+#define MC__ID__BLOCK__SEQUENCER 0x5351
 
 // reg - mc.CAPS
 #define MC__CAPS__VALUE_bm 0xffffffff

@@ -25,6 +25,7 @@ extern "C" {
 #define MUON__ID__BLOCK__MUON 0x4d55
 #define MUON__ID__BLOCK__TILE 0x5449
 #define MUON__ID__BLOCK__MIGRATE 0x434d
+#define MUON__ID__BLOCK__SEQUENCER 0x5351
 
 // reg - muon.CAPS
 #define MUON__CAPS__VALUE_bm 0xffffffff

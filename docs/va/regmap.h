@@ -25,6 +25,7 @@ extern "C" {
 #define VA__ID__BLOCK__MUON 0x4d55
 #define VA__ID__BLOCK__TILE 0x5449
 #define VA__ID__BLOCK__MIGRATE 0x434d
+#define VA__ID__BLOCK__SEQUENCER 0x5351
 
 // reg - va.CAPS
 #define VA__CAPS__VALUE_bm 0xffffffff

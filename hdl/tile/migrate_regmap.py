@@ -274,5 +274,7 @@ ENUMS = {
          "\"TI\": the integrated tile's own registers"},
         {"name": "MIGRATE", "value": 0x434d, "description":
          "\"CM\": the tile's cache-migrate engine"},
+        {"name": "SEQUENCER", "value": 0x5351, "description":
+         "\"SQ\": the tile's command sequencer"},
     ),
 }

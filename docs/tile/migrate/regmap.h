@@ -25,6 +25,7 @@ extern "C" {
 #define MIGRATE__ID__BLOCK__MUON 0x4d55
 #define MIGRATE__ID__BLOCK__TILE 0x5449
 #define MIGRATE__ID__BLOCK__MIGRATE 0x434d
+#define MIGRATE__ID__BLOCK__SEQUENCER 0x5351
 
 // reg - migrate.CAPS
 #define MIGRATE__CAPS__VALUE_bm 0xffffffff

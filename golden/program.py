@@ -555,12 +555,16 @@ def decode_step_parts(preset, position=None, config=None, mode="bf16"):
 
 def summary(preset, position=None, config=None, mode="bf16"):
     """The commands of one decode step of tile preset ``preset`` (see
-    :func:`decode_steps`) per block and opcode, layer by layer, and the MA latency
-    model's predicted cycles (commands one after another); text, for ``v4hw program
-    --preset X --summary``."""
-    cfg = config or BlockConfig()
-    steps = decode_steps(preset, position, cfg, mode)
+    :func:`decode_steps`) per block and opcode, layer by layer, the MA and VA latency
+    models' predicted cycles (commands one after another) and the step's memory-bound
+    limit (:mod:`golden.roofline`: the bytes it must move, read and written, and the
+    cycles they take on the bus); text, for ``v4hw program --preset X --summary``."""
     from .presets.tile import PRESETS
+    from .roofline import step_traffic
+
+    cfg = config or BlockConfig()
+    builder, parts = decode_step_parts(preset, position, cfg, mode)
+    steps = [(layer, step) for layer, step, _ in parts]
 
     t = PRESETS[preset].position if position is None else position
     counts = [count_commands(step) for _, step in steps]
@@ -588,4 +592,15 @@ def summary(preset, position=None, config=None, mode="bf16"):
     lines.append("MA cycles: golden/ma_latency.py per command, the commands one after another "
                  "(b_transposed: B loaded as N rows of K); VA cycles: golden/va_latency.py per "
                  "command, the same way")
+    traffic, bus = step_traffic(builder, parts), cfg.bus_bits // 8
+    rows = {"bytes read": [r for r, _ in traffic.parts], "bytes written": [w for _, w in traffic.parts]}
+    for name, row in rows.items():
+        lines.append(f"{'step':5} {name:16} " + " ".join(f"{v:8d}" for v in row) + f" {sum(row):8d}")
+    bound = [-(-(r + w) // bus) for r, w in traffic.parts]
+    lines.append(f"{'step':5} {'bound cycles':16} " + " ".join(f"{v:8d}" for v in bound)
+                 + f" {traffic.bound_cycles(bus):8d}")
+    lines.append(f"bound: the memory-bound limit, the bytes the step must move ({traffic.required}: "
+                 f"each weight, constant, input and state byte it reads, once, and each state and "
+                 f"output byte it writes, once; golden/roofline.py) at {bus} bytes a cycle; the "
+                 "step's roofline ratio is that over its measured cycles")
     return "\n".join(lines)

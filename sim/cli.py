@@ -259,9 +259,11 @@ def cmd_demo_tile(args):
           f"{fig['cycles']} cycles START to CTR summed ({fig['predicted']} predicted for the "
           f"standalone blocks, tile / standalone {fig['cycles'] / max(fig['predicted'], 1):.3f}); "
           f"{fig['step_cycles']} cycles in all with the host's register accesses")
-    print(f"roofline: {fig['gmem_beats']} m_axi_gmem beats ({fig['gmem_beats'] * fig['bus_bytes']} "
-          f"bytes at {fig['bus_bytes']} bytes a cycle) in {fig['cycles']} command cycles: "
-          f"memory-bound limit / cycles = {fig['roofline']:.3f}")
+    moved = fig["gmem_beats"] * fig["bus_bytes"]
+    print(f"moved: {fig['gmem_beats']} m_axi_gmem beats ({moved} bytes at {fig['bus_bytes']} bytes "
+          f"a cycle) in {fig['cycles']} command cycles: beats / cycles = {fig['roofline']:.3f}")
+    problem = (print_roofline(args.preset, fig, args.limit)
+               if failure is None and fig["bit_exact"] else None)
     verdict = "bit-exact" if fig["bit_exact"] and failure is None else "MISMATCH"
     print(f"verdict: {verdict} (every tensor each RTL command wrote, and each layer's whole "
           f"memory, against the golden interpreter)")
@@ -276,7 +278,42 @@ def cmd_demo_tile(args):
         message = fig["failure"] or str(failure).splitlines()[0]
         print(f"v4hw demo: FAILED: {message.splitlines()[0]}", file=sys.stderr)
         return 1
+    if problem:
+        print(f"v4hw demo: FAILED: {problem}", file=sys.stderr)
+        return 1
     return 0
+
+
+def print_roofline(preset, fig, limit):
+    """Print the demo step's roofline ratio: the bytes it must move
+    (:func:`golden.roofline.step_traffic` of the program the bench ran: the same
+    generators on the tile's configuration, whose memory latency changes no command; cut
+    to ``limit`` commands) over the bus's bytes a cycle, against its measured cycles.
+    Returns what is wrong (another program than the run's, or a run that moved fewer
+    bytes than it must), else None."""
+    from golden.program import BlockConfig, decode_step_parts
+    from golden.roofline import step_traffic
+    from hdl.tile.top import SMALL
+
+    bus = fig["bus_bytes"]
+    config = BlockConfig(p=SMALL["p"], lanes=SMALL["lanes"], bus_bits=8 * bus)
+    builder, steps = decode_step_parts(preset, config=config)
+    total = sum(len(step.commands) for _, step, _ in steps)
+    if fig["commands"] != (min(limit, total) if limit else total):
+        return (f"the run had {fig['commands']} commands and the {preset!r} step {total}: "
+                "the roofline's program is not the run's")
+    need = step_traffic(builder, steps, limit or None)
+    bound, moved = need.bound_cycles(bus), fig["gmem_beats"] * bus
+    cycles, step_cycles = max(fig["cycles"], 1), max(fig["step_cycles"], 1)
+    print(f"roofline: the step must move {need.required} bytes ({need.read_bytes} read once, "
+          f"{need.written_bytes} written once; golden/roofline.py), {bound} cycles at {bus} bytes "
+          f"a cycle: roofline ratio {bound} / {fig['cycles']} command cycles = "
+          f"{bound / cycles:.3f} ({bound / step_cycles:.3f} of the {fig['step_cycles']} step "
+          f"cycles); it moved {moved / max(need.required, 1):.2f}× the bytes it must")
+    if fig["rtl_ops"] == fig["commands"] and moved < need.required:
+        return (f"the step moved {moved} bytes, fewer than the {need.required} it must move: "
+                "the roofline's count is wrong")
+    return None
 
 
 def cmd_demo_ma(args):

@@ -216,6 +216,22 @@ def test_program_summary_counts_the_decode_step(capsys):
         assert parts and total == sum(parts), (block, total, parts)
 
 
+def test_program_summary_gives_the_memory_bound(capsys):
+    """The summary's bound rows are golden.roofline's count of the step: bytes read and
+    written per layer, and the bound in cycles at the bus's 16 bytes a cycle."""
+    from golden.roofline import decode_step_traffic
+
+    assert main(["program", "--preset", "notes", "--summary"]) == 0
+    rows = {tuple(r[:3]): [int(v) for v in r[3:]] for r in
+            (line.split() for line in capsys.readouterr().out.splitlines())
+            if r[:1] == ["step"]}
+    traffic, bus = decode_step_traffic("notes")
+    assert rows[("step", "bytes", "read")] == [traffic.read_bytes] * 2
+    assert rows[("step", "bytes", "written")] == [traffic.written_bytes] * 2
+    assert rows[("step", "bound", "cycles")] == [traffic.bound_cycles(bus)] * 2
+    assert traffic.bound_cycles(bus) == -(-traffic.required // 16) > 0
+
+
 def test_plan_of_a_preset_step(tmp_path, capsys):
     out_json = tmp_path / "plan.json"
     assert main(["plan", "--preset", "notes", "--quiet", "--json", str(out_json)]) == 0

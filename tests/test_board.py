@@ -9,13 +9,14 @@ with the whole MA in tests/test_board_cocotb.py.
 import pytest
 from amaranth.hdl import Module
 from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
 import hdl.ma.regmap as regmap
 from hdl.board.axi_ram import AxiRam
 from hdl.board.bridge import BridgeOp, BridgeStatus, UartBridge
 from hdl.board.uart import UartRx, UartTx
-from hdl.common.axi import AxiResp
+from hdl.common.axi import AXI4LiteSignature, AXI4Signature, AxiResp, flat_members
 from hdl.common.regblock import RegisterBlock
 from sim.regs import Registers
 from sim.seed import test_seed
@@ -113,3 +114,61 @@ def test_incomplete_request_dropped_after_timeout():
         assert status == BridgeStatus.OKAY and reply_length(BridgeOp.MEM_READ) == 5
         assert value == 0
     run(tb, timeout=timeout)
+
+
+class _AddressEcho(wiring.Component):
+    """An AXI4-Lite slave of ``bits`` address bits whose every read returns the address."""
+
+    def __init__(self, bits):
+        super().__init__({"bus": In(AXI4LiteSignature(bits, 32))})
+
+    def elaborate(self, platform):
+        m = Module()
+        bus = self.bus
+        with m.If(bus.rvalid & bus.rready):
+            m.d.sync += bus.rvalid.eq(0)
+        with m.If(bus.arvalid & ~bus.rvalid):
+            m.d.comb += bus.arready.eq(1)
+            m.d.sync += [bus.rvalid.eq(1), bus.rdata.eq(bus.araddr)]
+        return m
+
+
+def test_a_wider_control_port_reaches_every_address():
+    """The tile's control port has 20 address bits: the bridge built for it passes them
+    all (a window above the first is reached) and answers DECERR only beyond them."""
+    m = Module()
+    m.submodules.rx = rx = UartRx(DIVISOR)
+    m.submodules.tx = tx = UartTx(DIVISOR)
+    m.submodules.bridge = bridge = UartBridge(timeout=400, ctrl_addr_bits=20)
+    m.submodules.echo = echo = _AddressEcho(20)
+    wiring.connect(m, rx.data, bridge.rx)
+    wiring.connect(m, bridge.tx, tx.data)
+    wiring.connect(m, bridge.ctrl, echo.bus)
+
+    async def tb(ctx):
+        ctx.set(rx.rx, 1)
+        await ctx.tick().repeat(4)
+        host = BridgeHost(AmaranthUart(ctx, rx.rx, tx.tx, DIVISOR))
+        for addr in (0x0_0008, 0x1_0010, 0xF_FFFC):
+            assert await host.request(BridgeOp.REG_READ, addr) == (BridgeStatus.OKAY, addr)
+        assert (await host.request(BridgeOp.REG_READ, 0x10_0000))[0] == BridgeStatus.DECERR
+
+    sim = Simulator(m)
+    sim.add_clock(1e-8)
+    sim.add_testbench(tb)
+    sim.run()
+
+
+def test_harness_takes_the_control_width_of_its_block():
+    from hdl.board.harness import BoardHarness
+
+    class Kernel(wiring.Component):
+        def __init__(self, bits):
+            super().__init__({"ap_clk": In(1), "ap_rst_n": In(1), "interrupt": Out(1),
+                              **flat_members("s_axi_control", In(AXI4LiteSignature(bits, 32))),
+                              **flat_members("m_axi_gmem", Out(AXI4Signature(64, 64, 1)))})
+
+    for bits in (16, 20):
+        harness = BoardHarness(Kernel(bits), 64, divisor=DIVISOR)
+        assert harness.ctrl_addr_bits == bits
+        harness._MustUse__silence = harness.block._MustUse__silence = True   # never elaborated

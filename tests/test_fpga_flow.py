@@ -43,6 +43,14 @@ def test_lpf_in_constraints_is_the_one_the_build_writes(plan):
     ["build", "ma", "--board", "ulx3s-85f", "--param", "P=3"],
     ["synth", "ma", "--target", "ecp5", "--param", "Q=1"],
     ["build", "mc", "--board", "ulx3s-85f"],        # client channels: not a board design
+    ["synth", "tile", "--target", "ecp5", "--param", "P=3"],
+    ["synth", "tile", "--target", "xcup", "--param", "L=4"],        # narrower than the bus
+    ["synth", "tile", "--target", "ecp5", "--param", "COLS=9"],
+    ["synth", "tile", "--target", "ecp5", "--param", "FLIT_BITS=144"],
+    ["synth", "tile", "--target", "ecp5", "--param", "CREDITS=300"],
+    ["synth", "tile", "--target", "ecp5", "--param", "PREFETCH_LINES=3"],
+    ["build", "tile", "--board", "ulx3s-85f", "--param", "FN_LANES=3"],
+    ["build", "tile", "--board", "ulx3s-85f", "--param", "P=4", "--freq", "90"],
 ])
 def test_bad_build_arguments_are_one_line_and_exit_2(argv, capsys):
     assert main(argv) == 2

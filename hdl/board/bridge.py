@@ -6,8 +6,9 @@ Protocol (bytes on the UART; multi-byte fields little-endian):
    writes, a 4-byte data word.
 2. Every request gets one status byte (:class:`BridgeStatus`) and, for the two reads,
    the 4-byte word read (0 when the status is not OKAY).
-3. ``REG_*`` go to ``ctrl`` (AXI4-Lite, 16-bit address): the status is the AXI
-   response. An address above 0xFFFF is answered ``DECERR`` without a bus access.
+3. ``REG_*`` go to ``ctrl`` (AXI4-Lite, ``ctrl_addr_bits``-bit address, 16 by default):
+   the status is the AXI response. An address at or above ``2**ctrl_addr_bits`` is
+   answered ``DECERR`` without a bus access.
 4. ``MEM_*`` go to ``mem`` (32-bit words of the on-chip memory, byte address, the low
    two bits ignored); the status is ``OKAY`` or ``SLVERR`` (outside the memory).
 5. An unknown opcode is answered ``BAD_OPCODE`` at once and nothing else is read.
@@ -35,7 +36,7 @@ class BridgeOp(enum.Enum, shape=8):
 class BridgeStatus(enum.Enum, shape=8):
     OKAY = AxiResp.OKAY.value
     SLVERR = AxiResp.SLVERR.value   # no register at that offset, or outside the memory
-    DECERR = AxiResp.DECERR.value   # a register address above 0xFFFF
+    DECERR = AxiResp.DECERR.value   # a register address beyond the control port's
     BAD_OPCODE = 0x10
 
 
@@ -64,16 +65,19 @@ class HostWordSignature(wiring.Signature):
 
 
 class UartBridge(wiring.Component):
-    """Serves the protocol of the module docstring: bytes in on ``rx``, out on ``tx``."""
+    """Serves the protocol of the module docstring: bytes in on ``rx``, out on ``tx``;
+    ``ctrl_addr_bits`` (2..32) is the control port's address width (the tile's is 20)."""
 
-    def __init__(self, timeout=1 << 20):
+    def __init__(self, timeout=1 << 20, ctrl_addr_bits=16):
         if not isinstance(timeout, int) or timeout < 1:
             raise ValueError(f"timeout must be a positive number of cycles, not {timeout!r}")
-        self.timeout = timeout
+        if not isinstance(ctrl_addr_bits, int) or not 2 <= ctrl_addr_bits <= 32:
+            raise ValueError(f"ctrl_addr_bits must be in 2..32, not {ctrl_addr_bits!r}")
+        self.timeout, self.ctrl_addr_bits = timeout, ctrl_addr_bits
         super().__init__({
             "rx": In(stream.Signature(8)),
             "tx": Out(stream.Signature(8)),
-            "ctrl": Out(AXI4LiteSignature(16, 32)),
+            "ctrl": Out(AXI4LiteSignature(ctrl_addr_bits, 32)),
             "mem": Out(HostWordSignature()),
         })
 
@@ -127,7 +131,7 @@ class UartBridge(wiring.Component):
                     m.d.sync += [addr.eq(word), word.eq(0)]
                 m.next = "ACCESS"
             with m.State("ACCESS"):
-                with m.If(is_reg & (addr[16:] != 0)):
+                with m.If(is_reg & (addr[self.ctrl_addr_bits:] != 0)):
                     answer(BridgeStatus.DECERR, length=Mux(is_write, 1, 5))
                     m.next = "REPLY"
                 with m.Elif(is_reg):
@@ -171,6 +175,7 @@ class UartBridge(wiring.Component):
                     m.d.sync += [reply.eq(reply >> 8), reply_len.eq(reply_len - 1)]
                     with m.If(reply_len == 1):
                         m.next = "OPCODE"
-        m.d.comb += [ctrl.awaddr.eq(addr[:16]), ctrl.araddr.eq(addr[:16]),
+        bits = self.ctrl_addr_bits
+        m.d.comb += [ctrl.awaddr.eq(addr[:bits]), ctrl.araddr.eq(addr[:bits]),
                      ctrl.wdata.eq(word), ctrl.wstrb.eq(0xF)]
         return m

@@ -1,6 +1,6 @@
 """The board harness: a standalone block with a UART bridge and on-chip memory."""
 
-from amaranth.hdl import ClockDomain, DomainRenamer, Module
+from amaranth.hdl import ClockDomain, DomainRenamer, Module, Shape
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -42,6 +42,11 @@ class BoardHarness(wiring.Component):
                              f"({', '.join(extra[:3])}{', ...' if len(extra) > 3 else ''}), "
                              "so it does not stand alone on a board")
         self.block, self.data_width = block, data_width
+        # The control port's address width is the block's (16; the tile's 20): a narrower
+        # bridge would leave the windows above the first unreachable, and synthesis would
+        # remove the blocks behind them.
+        self.ctrl_addr_bits = Shape.cast(
+            block.signature.members["s_axi_control_awaddr"].shape).width
         self.divisor, self.mem_size = divisor, mem_size
         super().__init__({
             "clk": In(1),
@@ -59,7 +64,8 @@ class BoardHarness(wiring.Component):
         m.submodules.block = DomainRenamer({"sync": "block"})(block)
         m.submodules.uart_rx = rx = UartRx(self.divisor)
         m.submodules.uart_tx = tx = UartTx(self.divisor)
-        m.submodules.bridge = bridge = UartBridge(timeout=16 * 10 * self.divisor)
+        m.submodules.bridge = bridge = UartBridge(timeout=16 * 10 * self.divisor,
+                                                  ctrl_addr_bits=self.ctrl_addr_bits)
         m.submodules.ram = ram = AxiRam(self.data_width, self.mem_size)
         m.d.comb += [block.ap_clk.eq(self.clk), block.ap_rst_n.eq(~self.rst),
                      rx.rx.eq(self.uart_rx), self.uart_tx.eq(tx.tx),
@@ -67,7 +73,8 @@ class BoardHarness(wiring.Component):
         wiring.connect(m, rx.data, bridge.rx)
         wiring.connect(m, bridge.tx, tx.data)
         wiring.connect(m, bridge.mem, ram.host)
-        control = flat_interface(m, block, "s_axi_control", AXI4LiteSignature(16, 32).flip())
+        control = flat_interface(m, block, "s_axi_control",
+                                 AXI4LiteSignature(self.ctrl_addr_bits, 32).flip())
         wiring.connect(m, bridge.ctrl, control)
         gmem = flat_interface(m, block, "m_axi_gmem", AXI4Signature(64, self.data_width, 1))
         wiring.connect(m, gmem, ram.axi)

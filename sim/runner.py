@@ -54,6 +54,7 @@ __all__ = [
     "SIMULATORS", "REPO_ROOT", "BUILD_ROOT", "WAIVERS", "TIMESCALE",
     "SimulationError", "SimulationTimeout", "CocotbTestFailure",
     "run_cocotb", "ApTop", "ap_verilog", "icarus_time0_fix", "BUILDS_USED",
+    "COVERAGE", "COVERAGE_ENV", "coverage_enabled",
 ]
 
 SIMULATORS = ("icarus", "verilator")
@@ -69,6 +70,20 @@ _STAMP = "v4hw-build.json"
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+=-]*")
 
 log = logging.getLogger(__name__)
+
+COVERAGE_ENV = "V4HW_COVERAGE"
+COVERAGE = ("--coverage-line", "--coverage-toggle")
+"""Verilator's arguments of a coverage build (``V4HW_COVERAGE=1``, ``make coverage``).
+
+A coverage build is hashed with these arguments and named
+``<config_name>-verilator-cov-<hash>``, so it is never a normal build and a normal build
+never one; each of its runs writes ``coverage.dat`` into its run directory
+(``sim/coverage.py`` merges and reports them). Icarus runs are unchanged by it."""
+
+
+def coverage_enabled():
+    """Whether this process makes Verilator coverage builds (``V4HW_COVERAGE=1``)."""
+    return _env_flag(COVERAGE_ENV)
 
 BUILDS_USED = []
 """One ``(build name, seconds)`` pair for each build that :func:`run_cocotb` used in this
@@ -258,14 +273,17 @@ def _runner_class(simulator):
             if self._v4hw_opt is not None:
                 commands[1] += [f"{name}={self._v4hw_opt}"
                                 for name in ("OPT_FAST", "OPT_SLOW", "OPT_GLOBAL")]
+            if self._v4hw_coverage:
+                commands[0][1:1] = list(self._v4hw_coverage)
             return commands
 
     return {"icarus": _Icarus, "verilator": _Verilator}[simulator]
 
 
-def _make_runner(simulator, *, waves, env, timeout_s, public="all", opt=None):
+def _make_runner(simulator, *, waves, env, timeout_s, public="all", opt=None, coverage=()):
     runner = _runner_class(simulator)()
     runner._v4hw_public, runner._v4hw_opt = public, opt
+    runner._v4hw_coverage = tuple(coverage)
     runner._v4hw_waves = waves
     runner._v4hw_env = env
     runner._v4hw_timeout = timeout_s
@@ -275,7 +293,7 @@ def _make_runner(simulator, *, waves, env, timeout_s, public="all", opt=None):
 # --- Build ---------------------------------------------------------------------------------
 
 def _build_options(simulator, toplevel, waves, trace_exclude=(), public="all", opt=None,
-                   public_rw=()):
+                   public_rw=(), coverage=False):
     import cocotb
 
     options = {
@@ -300,6 +318,9 @@ def _build_options(simulator, toplevel, waves, trace_exclude=(), public="all", o
             options["opt"] = opt
         if public_rw:
             options["public_rw"] = sorted(public_rw)
+        # Only in a coverage build: the normal builds' options (and hashes) stay as they were.
+        if coverage:
+            options["coverage"] = list(COVERAGE)
     return options
 
 
@@ -331,7 +352,8 @@ def _build(simulator, source, toplevel, options, build_dir):
                 sources.append(config)
         started = time.monotonic()
         runner = _make_runner(simulator, waves=options["waves"], env={}, timeout_s=None,
-                              public=options.get("public", "all"), opt=options.get("opt"))
+                              public=options.get("public", "all"), opt=options.get("opt"),
+                              coverage=options.get("coverage", ()))
         try:
             runner.build(sources=sources, hdl_toplevel=toplevel, build_dir=build_dir,
                          timescale=TIMESCALE, waves=options["waves"], always=True)
@@ -484,15 +506,17 @@ def run_cocotb(simulator, verilog, toplevel, test_module, *, config_name, testca
         require_iverilog()
         source = icarus_time0_fix(verilog)
 
+    coverage = simulator == "verilator" and coverage_enabled()
     options = _build_options(simulator, toplevel, waves, trace_exclude, verilator_public,
-                             verilator_opt, verilator_public_rw)
+                             verilator_opt, verilator_public_rw, coverage)
     digest = hashlib.sha256(json.dumps(options, sort_keys=True).encode())
     digest.update(b"\0" + source.encode())
-    build_dir = BUILD_ROOT / f"{config_name}-{simulator}-{digest.hexdigest()[:12]}"
+    variant = f"{simulator}-cov" if coverage else simulator
+    build_dir = BUILD_ROOT / f"{config_name}-{variant}-{digest.hexdigest()[:12]}"
     waited = time.monotonic()
     built = _build(simulator, source, toplevel, options, build_dir)
     # A build another process was doing counts as this test's wait, not as its run.
-    BUILDS_USED.append((f"{config_name}-{simulator}",
+    BUILDS_USED.append((f"{config_name}-{variant}",
                         built or round(time.monotonic() - waited, 3)))
 
     node = _pytest_node()

@@ -14,6 +14,7 @@ help:
 	@echo "make demo       generate the tile, run a decode step of the 3-layer deepseek-v4 through it (Verilator)"
 	@echo "make bench-muon Muon NoC on a 4x4 mesh: latency/throughput sweeps, CSV + PNG (Verilator)"
 	@echo "make test       the whole regression: golden, Amaranth simulator, cocotb on Icarus and Verilator"
+	@echo "make test SHARD=k/N  shard k of N of make test (whole build groups; a CI matrix, docs/testing.md)"
 	@echo "make regress    everything make test runs, and the long checks (a fresh pip install, ...)"
 	@echo "make test-fast  golden, planner, Amaranth-simulator and formal tests only, on every core"
 	@echo "make test-fpga  the FPGA flow's checks only (synthesis smoke, constraints)"
@@ -77,13 +78,23 @@ bench-muon: setup
 # threaded, and builds of one configuration are shared through a lock (sim/runner.py).
 TEST_JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 4 ] && n=4; echo $$n)
 
+# SHARD=k/N (make test, make regress, make test-cocotb, ...): run shard k of N only, through
+# pytest-split, each shard whole simulator builds (sim/shards.py; one CI machine a shard).
+SHARD_ARGS = $(if $(SHARD),--splits $(word 2,$(subst /, ,$(SHARD))) --group $(word 1,$(subst /, ,$(SHARD))))
+define check_shard
+	@case "$(SHARD)" in "") ;; [1-9]/[1-9]|[1-9]/[1-9][0-9]|[1-9][0-9]/[1-9][0-9]) ;; \
+	    *) echo "error: SHARD must be k/N with 1 <= k <= N (e.g. SHARD=2/3), not '$(SHARD)'" >&2; exit 2;; esac
+endef
+
 # `make test` leaves out the tests marked `regress` (long checks that need a network or
 # minutes of their own); `make regress` runs everything.
 test: setup
-	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist worksteal -m "not regress"
+	$(check_shard)
+	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist worksteal -m "not regress" $(SHARD_ARGS)
 
 regress: setup
-	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist worksteal
+	$(check_shard)
+	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist worksteal $(SHARD_ARGS)
 
 # The FPGA flow's checks (marker `fpga`: yosys synthesis smoke, constraints) are in
 # `make test`; `make test-fast` leaves them out (a third of its time).
@@ -94,12 +105,15 @@ test-fpga: setup
 	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist worksteal -m "fpga and not regress"
 
 test-cocotb: setup
-	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist worksteal -m "cocotb and not regress"
+	$(check_shard)
+	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist worksteal -m "cocotb and not regress" $(SHARD_ARGS)
 
 # The order of a run comes from tests/data/durations.json (tests/conftest.py): rerecord it
 # when tests were added or got much longer or shorter.
+# pytest-split keeps its own copy (node id: seconds) in build/, out of the tree.
 durations: setup
-	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist worksteal -m "not regress" --store-durations
+	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist worksteal -m "not regress" --store-durations \
+	    --durations-path=build/pytest-split/stored.json
 
 # New seeds each round (V4HW_SEED_SALT), until the time is up; every failure is saved in
 # build/soak/failures.jsonl with its seed and the command that reruns it (sim/soak.py).

@@ -26,9 +26,16 @@ import pytest
 DURATIONS = Path(__file__).resolve().parent / "data" / "durations.json"
 
 
-def pytest_addoption(parser):
-    parser.addoption("--store-durations", action="store_true",
-                     help="record each test's run time and builds in tests/data/durations.json")
+def pytest_addoption(parser, pluginmanager):
+    # pytest-split (the shards, sim/shards.py) has an option of this name: then it is the
+    # one option, and `make durations` also gives pytest-split's file a place in build/.
+    if not pluginmanager.has_plugin("pytest-split"):
+        parser.addoption("--store-durations", action="store_true",
+                         help="record each test's run time and builds in "
+                              "tests/data/durations.json")
+    parser.addoption("--shard-plan", metavar="FILE",
+                     help="with --splits/--group: write the shard plan of the collection "
+                          "(each test's group, build keys and shard) to FILE as JSON")
 
 
 def _load():
@@ -108,6 +115,7 @@ def regress_only(path=REGRESS_ONLY):
     return [re.compile(line) for line in lines if line and not line.startswith("#")]
 
 
+@pytest.hookimpl(wrapper=True)
 def pytest_collection_modifyitems(config, items):
     patterns = regress_only()
     for item in items:
@@ -115,12 +123,97 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.fpga)
         if any(pattern.fullmatch(item.nodeid) for pattern in patterns):
             item.add_marker(pytest.mark.regress)
+    # The selection by marker and keyword, then the shard's (_ShardLayout, pytest-split).
+    yield
     tests, builds = _load()
     if not tests:
         return
     by_id = {item.nodeid: item for item in items}
     order = schedule(list(by_id), tests, builds, _workers(config))
     items[:] = [by_id[node] for node in order]
+
+
+class _ShardLayout:
+    """With pytest-split's ``--splits N --group k``: lays the selected tests out as
+    :func:`sim.shards.plan` says and gives pytest-split the plan's weights, just before
+    pytest-split cuts the collection (registered after pytest-split's own plugin, so its
+    ``trylast`` hook runs first of the two)."""
+
+    def __init__(self, config):
+        self.config = config
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config, items):
+        from sim import shards
+
+        split = config.pluginmanager.get_plugin("pytestsplitplugin")
+        if split is None or not hasattr(split, "cached_durations"):
+            raise pytest.UsageError("--splits needs pytest-split's plugin (pinned in "
+                                    "requirements.txt; `make setup` installs it)")
+        tests, builds = _load()
+        nodes = [item.nodeid for item in items]
+        cocotb = {item.nodeid for item in items if item.get_closest_marker("cocotb")}
+        plan = shards.plan(nodes, tests, builds, config.option.splits, cocotb)
+        by_id = {item.nodeid: item for item in items}
+        items[:] = [by_id[node] for node in plan.order]
+        split.cached_durations = plan.weights
+        for item in items:
+            item.user_properties.append(("v4hw_build_keys", sorted(plan.keys[item.nodeid])))
+        path = config.getoption("shard_plan")
+        if path and not hasattr(config, "workerinput"):
+            group_of = {node: index for index, group in enumerate(plan.groups) for node in group}
+            Path(path).write_text(json.dumps({
+                "splits": config.option.splits,
+                "loads": [round(x, 1) for x in plan.loads],
+                "build_seconds": [round(x, 1) for x in plan.build_seconds],
+                "tests": {node: {"group": group_of[node], "shard": plan.shard[node] + 1,
+                                 "keys": sorted(plan.keys[node])} for node in nodes},
+            }, indent=1, sort_keys=True) + "\n")
+
+
+def _point_pytest_split_at_durations(config):
+    """Give pytest-split the recorded times (its own format: ``{node id: seconds}``, in
+    ``build/``) unless ``--durations-path`` names a file: it reads them when its plugin is
+    made, and says it splits evenly when it finds none; the layout then replaces them
+    with the plan's weights."""
+    path = Path(config.option.durations_path)
+    if path.exists():
+        return
+    tests, _ = _load()
+    target = Path(config.rootpath) / "build" / "pytest-split" / "durations.json"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    scratch = target.with_name(f"durations.{os.getpid()}.json")
+    scratch.write_text(json.dumps({node: entry["seconds"] for node, entry in tests.items()
+                                   if "seconds" in entry}, sort_keys=True))
+    scratch.replace(target)  # atomic: the xdist workers write it at the same time
+    config.option.durations_path = str(target)
+
+
+class _ShardCheck:
+    """Reports, at the end of a shard's run, each test that used a build its planned
+    group did not predict (a test ``tests/data/durations.json`` does not know yet, whose
+    node id misled :func:`sim.shards.predicted_keys`): that build may be made in another
+    shard too. ``make durations`` records the test's builds."""
+
+    def __init__(self):
+        self.surprises = []
+
+    def pytest_runtest_logreport(self, report):
+        if report.when != "call":
+            return
+        from sim import shards
+
+        props = dict(report.user_properties)
+        predicted = set(props.get("v4hw_build_keys", ()))
+        used = {shards.build_key(name) for name, _ in props.get("v4hw_builds", ())}
+        if used - predicted:
+            self.surprises.append((report.nodeid, sorted(used - predicted)))
+
+    def pytest_terminal_summary(self, terminalreporter):
+        for node, keys in self.surprises:
+            terminalreporter.write_line(
+                f"[shards] {node} used {', '.join(keys)}, not planned for its group: "
+                "that build may be made in another shard too (`make durations` records it)")
 
 
 @pytest.hookimpl(wrapper=True)
@@ -169,7 +262,19 @@ def dumps(tests, builds):
     return f'{{\n "tests": {{\n{section(tests)}\n }},\n "builds": {{\n{section(builds)}\n }}\n}}\n'
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
+    from sim import coverage, runner
+
+    if runner.coverage_enabled():
+        coverage.emit_src_everywhere()
+    # Before pytest-split's pytest_configure registers its plugin: of two `trylast` hooks
+    # pluggy calls the one registered first... first, so the layout precedes the cut.
+    if getattr(config.option, "splits", None) and getattr(config.option, "group", None):
+        config.pluginmanager.register(_ShardLayout(config), "v4hw-shard-layout")
+        _point_pytest_split_at_durations(config)
+        if not hasattr(config, "workerinput"):
+            config.pluginmanager.register(_ShardCheck(), "v4hw-shard-check")
     # The controller (or a run without xdist) records; workers only report.
     if hasattr(config, "workerinput"):
         return

@@ -476,12 +476,17 @@ def test_back_pressure_keeps_the_invariants():
     """Random memory latency and pauses, control-port pauses and slow reads: launches may
     come late, but never early, never before a dependency, never onto a busy target."""
     rng = test_seed()
+    waited = 0
     for _ in range(2):
-        entries = random_list(rng, 15, late=0.5)
+        entries = random_list(rng, 15, late=1.0)
         run = simulate(entries, latency=(1, 20), pause=0.3, ctl_pause=0.3, read_latency=5,
                        rng=rng)
         assert run.code == SequencerError.NONE
         check_invariants(entries, run)
+        # entries that waited for a dependency on another target: the case to check
+        waited += sum(1 for i, r in run.records.items() if r.flags & RecordFlag.LATE_DEPENDENCY
+                      and any(t != entries[i].target for _, t in entries[i].deps))
+    assert waited
 
 
 def test_a_failed_command_stops_the_run():
@@ -538,6 +543,16 @@ def test_memory_errors():
     assert run.code == SequencerError.AXI_READ_ERROR and LIST + 32 <= run.err_addr < LIST + 48
     run = simulate(entries, errors=[(LOG + 32, LOG + 64)])
     assert (run.code, run.err_addr) == (SequencerError.AXI_WRITE_ERROR, LOG + 32)
+
+
+@pytest.mark.parametrize("data_width", [64, 512])
+def test_verilog(data_width):
+    from amaranth.back import verilog
+
+    text = verilog.convert(Sequencer(data_width), name="v4hw_sequencer")
+    for port in ("ctl__awaddr", "ctl__wdata", "mem__rd_req__valid", "mem__wr_data__payload",
+                 "bus__araddr", "done", "error", "now", "interrupt"):
+        assert port in text
 
 
 def test_parameters_are_checked():

@@ -1,5 +1,6 @@
-"""The MA's bf16 multiplier and binary32 adder (combinational and pipelined) against the
-golden model."""
+"""The bf16 multiplier and binary32 adder (combinational and pipelined) of the
+floating-point library (hdl/common/fp), and the MA's PE product and accumulator built from
+them (hdl/ma/fp.py), against the golden model."""
 
 import numpy as np
 import pytest
@@ -8,16 +9,9 @@ from amaranth.sim import Simulator
 
 from golden import fp
 from golden import ma as golden_ma
+from hdl.common.fp import F32_ADD_STAGES, bf16_mul, f32_add, f32_add_pipelined
 from hdl.ma.array import INTERLEAVE, PE_LATENCY, ProcessingElement
-from hdl.ma.fp import (
-    F32_ADD_STAGES,
-    PE_PRODUCT_STAGES,
-    bf16_mul,
-    f32_add,
-    f32_add_pipelined,
-    pe_accumulate,
-    pe_product,
-)
+from hdl.ma.fp import PE_PRODUCT_STAGES, pe_accumulate, pe_product
 
 SPECIAL_F32 = [0x00000000, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0xFFC00001,
                0x7F800001, 0x00000001, 0x807FFFFF, 0x00800000, 0x80800000, 0x00800001,

@@ -1,4 +1,5 @@
-"""Amaranth-simulator tests of the VA's function helpers (hdl/va/functions.py) against
+"""Amaranth-simulator tests of the VA's function helpers (hdl/va/functions.py, and the
+multiplier and conversions of hdl/common/fp they are built from) against
 the golden model (golden.va) on random binary32 inputs and edge cases.
 
 The cocotb regression checks EXP and SILU over every bf16 input; these tests reach the
@@ -12,6 +13,7 @@ from amaranth.hdl import Module, Signal
 from amaranth.sim import Simulator
 
 from golden import va as golden
+from hdl.common import fp
 from hdl.va import functions
 from spec.codes import VaOpcode
 
@@ -52,11 +54,11 @@ def simulate(build, a_values, b_values=None):
 
 
 def simulate_pipelined(build, a_values, b_values=None, lut_products=False):
-    """Outputs of ``build(m, a, b, cut)`` with every cut a register (functions.Stages):
+    """Outputs of ``build(m, a, b, cut)`` with every cut a register (fp.Stages):
     one input a cycle, each result ``cut.depth`` cycles later."""
     m = Module()
     a, b = Signal(32), Signal(32)
-    cut = functions.Stages(m, "t", lut_products=lut_products)
+    cut = fp.Stages(m, "t", lut_products=lut_products)
     out = build(m, a, b, cut)
     assert cut.depth > 0
     results = []
@@ -94,7 +96,7 @@ def test_f32_mul(seed):
     a = np.concatenate([a, np.full(4, 0x3FFFFFFF, np.uint32), [0x00FFFFFF, 0x3F7FFFFF]])
     b = np.concatenate([b, [0x00800000, 0x00800001, 0x80FFFFFE, 0x007FFFFF, 0x3F000000,
                             0x00800001]]).astype(np.uint32)
-    got = simulate(lambda m, x, y: functions.f32_mul(m, x, y, "mul"), a, b)
+    got = simulate(lambda m, x, y: fp.f32_mul(m, x, y, "mul"), a, b)
     check("f32_mul", got, golden.f32_mul(a, b), a, b)
 
 
@@ -128,7 +130,7 @@ def test_int32_to_f32(seed):
         np.array([0, 1, -1, 2**31 - 1, -2**31, 2**24 + 1, 2**24 + 3, -(2**25 + 2), 16777217],
                  np.int64),
         rng.integers(-2**31, 2**31, 300), rng.integers(-2**12, 2**12, 100)]).astype(np.int32)
-    got = simulate(lambda m, a, _: functions.int32_to_f32(m, a, "cvt"), v.view(np.uint32))
+    got = simulate(lambda m, a, _: fp.int32_to_f32(m, a, "cvt"), v.view(np.uint32))
     check("int32_to_f32", got, v.astype(np.float32).view(np.uint32), v.view(np.uint32))
 
 
@@ -139,7 +141,7 @@ def test_f32_to_int8(seed):
     halves = (np.arange(-260, 261) / 2).astype(np.float32).view(np.uint32)
     x = np.concatenate([inputs(seed), halves,
                         (rng.normal(0, 60, 300).astype(np.float32)).view(np.uint32)])
-    got = simulate(lambda m, a, _: functions.f32_to_int8(m, a, "q"), x)
+    got = simulate(lambda m, a, _: fp.f32_to_int8(m, a, "q"), x)
     with np.errstate(all="ignore"):
         v = np.nan_to_num(x.view(np.float32), nan=0.0, posinf=127, neginf=-127)
         expect = np.clip(np.rint(v), -127, 127).astype(np.int8).view(np.uint8)
@@ -152,7 +154,7 @@ def test_pipelined_helpers(lut_products):
     their small partial products in logic, as the narrowed units build them)."""
     a = inputs(7, 200)
     b = np.roll(inputs(8, 200), 3)[:len(a)]
-    got = simulate_pipelined(lambda m, x, y, cut: functions.f32_mul(m, x, y, "mul", cut), a, b,
+    got = simulate_pipelined(lambda m, x, y, cut: fp.f32_mul(m, x, y, "mul", cut), a, b,
                              lut_products=lut_products)
     check("f32_mul pipelined", got, golden.f32_mul(a, b), a, b)
     got = simulate_pipelined(lambda m, x, _, cut: functions.recip_f32(m, x, "rcp", cut), a,
@@ -161,9 +163,9 @@ def test_pipelined_helpers(lut_products):
     got = simulate_pipelined(lambda m, x, _, cut: functions.rsqrt_f32(m, x, "rs", cut), a,
                              lut_products=lut_products)
     check("rsqrt_f32 pipelined", got, golden.rsqrt_f32(a), a)
-    got = simulate_pipelined(lambda m, x, _, cut: functions.f32_to_int8(m, x, "q", cut), a,
+    got = simulate_pipelined(lambda m, x, _, cut: fp.f32_to_int8(m, x, "q", cut), a,
                              lut_products=lut_products)
-    expect = simulate(lambda m, x, _: functions.f32_to_int8(m, x, "q"), a)
+    expect = simulate(lambda m, x, _: fp.f32_to_int8(m, x, "q"), a)
     check("f32_to_int8 pipelined", got, expect, a)
     for bias in (0, 64):
         got = simulate_pipelined(

@@ -5,8 +5,9 @@ from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from hdl.common.fp import F32_ADD_STAGES
 from hdl.common.rowio import MAX_ROW_BYTES
-from hdl.ma.fp import F32_ADD_STAGES, PE_PRODUCT_STAGES, pe_accumulate, pe_product
+from hdl.ma.fp import PE_PRODUCT_STAGES, pe_accumulate, pe_product
 from hdl.ma.layouts import INTERLEAVE
 
 __all__ = ["INTERLEAVE", "PRODUCT_STAGES", "PE_LATENCY", "FlagsLayout", "StepLayout",
@@ -65,7 +66,7 @@ class ProcessingElement(wiring.Component):
 
         base = first ? (accumulate ? init[slot] : 0) : accumulator
         int8: sum = base + a·b                        (wrapping, 32 bits)
-        bf16: sum = f32_add(base, bf16_mul(a, b))      (see ``hdl.ma.fp``)
+        bf16: sum = f32_add(base, bf16_mul(a, b))      (see ``hdl.common.fp``)
 
     A step with ``last`` leaves its sum in ``result[slot]``, ``PE_LATENCY`` cycles after
     it was in the input registers (``done`` is that step's flags, then). The mode

@@ -4,7 +4,7 @@ from amaranth.hdl import Mux
 from amaranth.lib import data
 from amaranth.utils import exact_log2
 
-from hdl.ma.fp import F32_ADD_STAGES
+from hdl.common.fp import F32_ADD_STAGES
 from spec.codes import MA_MODE_B_T, MA_MODE_BF16
 
 __all__ = ["MAX_DIM", "INTERLEAVE", "ROW_BYTES", "DEST_A", "DEST_B", "DEST_C", "MaCommandLayout",

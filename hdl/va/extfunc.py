@@ -13,24 +13,27 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.ma.fp import F32_CANONICAL_NAN
-from hdl.va.functions import (
+from hdl.common.fp import (
+    F32_CANONICAL_NAN,
     Stages,
-    credit_pipeline,
-    exp_f32,
+    bf16_flush,
+    bf16_is_nan,
+    bf16_key,
     f32_add_staged,
+    f32_fields,
+    f32_is_nan,
     f32_mul,
+    f32_to_bf16,
     no_cut,
     normalize_trunc,
     product,
-    rsqrt_f32,
     table_cut,
 )
-from hdl.va.lanes import f32_to_bf16
+from hdl.va.functions import credit_pipeline, exp_f32, rsqrt_f32
 from spec.codes import VaOpcode
 from spec.va import BF16_NAN, F32_ONE, FIX, LN2_Q, ln_table, recip_table
 
-__all__ = ["EXT_OPCODES", "ln_fixed", "bf16_key", "clamp_bounds_ok", "ExtUnit"]
+__all__ = ["EXT_OPCODES", "ln_fixed", "clamp_bounds_ok", "ExtUnit"]
 
 EXT_OPCODES = (VaOpcode.CLAMP, VaOpcode.SOFTPLUS, VaOpcode.SQRT)
 
@@ -66,24 +69,10 @@ def ln_fixed(m, s, name, cut=None):
     return total
 
 
-def bf16_key(v):
-    """Order key of flushed bf16 bits (-0 == +0); not for NaNs."""
-    mag = v[:15]
-    return Mux(mag == 0, 0x8000, Mux(v[15], 0x7FFF - mag, 0x8000 + mag))
-
-
-def _flush16(v):
-    return Mux(v[7:15] == 0, Cat(Const(0, 15), v[15]), v)
-
-
-def _nan16(v):
-    return (v[7:15] == 0xFF) & (v[:7] != 0)
-
-
 def clamp_bounds_ok(scalar):
     """START check of CLAMP: neither bound NaN and lo <= hi (subnormals as zeros)."""
-    lo, hi = _flush16(scalar[:16]), _flush16(scalar[16:32])
-    return ~_nan16(lo) & ~_nan16(hi) & (bf16_key(lo) <= bf16_key(hi))
+    lo, hi = bf16_flush(scalar[:16]), bf16_flush(scalar[16:32])
+    return ~bf16_is_nan(lo) & ~bf16_is_nan(hi) & (bf16_key(lo) <= bf16_key(hi))
 
 
 class ExtUnit(wiring.Component):
@@ -93,7 +82,7 @@ class ExtUnit(wiring.Component):
     the x · rsqrt product | selection and rounding) into an output FIFO taken on credit
     (:func:`hdl.va.functions.credit_pipeline`). Results are bit for bit those of
     ``golden.va.clamp_bf16`` / ``softplus_bf16`` / ``sqrt_bf16``. ``lut_products``: the
-    small partial products in logic (:data:`hdl.va.functions.LUT_SLICE`).
+    small partial products in logic (:data:`hdl.common.fp.LUT_SLICE`).
     """
 
     def __init__(self, data_width, lut_products=False):
@@ -109,7 +98,7 @@ class ExtUnit(wiring.Component):
         m = Module()
         lanes = self.data_width // 16
         vec = data.ArrayLayout(16, lanes)
-        lo, hi = _flush16(self.scalar[:16]), _flush16(self.scalar[16:32])
+        lo, hi = bf16_flush(self.scalar[:16]), bf16_flush(self.scalar[16:32])
         words_in = Signal(vec)
         m.d.comb += words_in.eq(self.i.payload)
         out = Signal(vec)
@@ -117,13 +106,13 @@ class ExtUnit(wiring.Component):
         for lane in range(lanes):
             st = Stages(m, f"x{lane}", lut_products=self.lut_products)
             raw = words_in[lane]
-            x16 = _flush16(raw)
+            x16 = bf16_flush(raw)
             x = Cat(Const(0, 16), x16)
-            sign, e, frac = x[31], x[23:31], x[:23]
-            nan = (e == 0xFF) & (frac != 0)
+            sign = x[31]
+            nan = f32_is_nan(x)
             # Part 1: exp(x), rsqrt(x), the clamp.
             key = bf16_key(x16)
-            clamped = Mux(_nan16(raw), BF16_NAN, Mux(key < bf16_key(lo), lo,
+            clamped = Mux(bf16_is_nan(raw), BF16_NAN, Mux(key < bf16_key(lo), lo,
                                                      Mux(key > bf16_key(hi), hi, x16)))
             big = ~sign & (x >= 0x41800000)          # x >= 16, +inf (NaN overridden)
             low = sign & (x > 0xC1000000)            # x < -8, -inf
@@ -149,8 +138,8 @@ class ExtUnit(wiring.Component):
             (prod,), (mid,) = (v.values() for v in st.join(branch, {"prod": prod}, {"mid": mid}))
             w = st.take(token)
             sp = Mux(w["nan"], F32_CANONICAL_NAN, Mux(w["big"], w["x"], Mux(w["low"], w["u"], mid)))
-            xs, xe, xf = w["x"][31], w["x"][23:31], w["x"][:23]
-            sq = Mux((xe == 0xFF) & (xf != 0), F32_CANONICAL_NAN,
+            xs, xe, _ = f32_fields(w["x"])
+            sq = Mux(f32_is_nan(w["x"]), F32_CANONICAL_NAN,
                      Mux(xe == 0, w["x"],
                          Mux(xs, F32_CANONICAL_NAN, Mux(xe == 0xFF, w["x"], prod))))
             v = st({"sp": sp, "sq": sq, "clamp": w["clamp"]})

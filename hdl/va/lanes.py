@@ -6,24 +6,17 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
-from hdl.ma.fp import bf16_mul, f32_add_pipelined
+from hdl.common.fp import F32_MINUS_ZERO, bf16_mul, f32_add_pipelined, f32_to_bf16
 from spec.codes import VaOpcode
 from spec.va import MAX_LENGTH, SUM_INTERLEAVE
 
-__all__ = ["LaneEngine", "check_engine", "f32_to_bf16"]
+__all__ = ["LaneEngine", "check_engine"]
 
-_F32_MINUS_ZERO = 0x80000000
 # SUM's loop: the partial sums' read register, the deep adder's five, the partial memory.
 _SUM_LOOP = 7
 # A beat every cycle if a partial word is read again at the earliest SUM_INTERLEAVE
 # (or more) cycles after it was read, i.e. after its new value is written.
 assert _SUM_LOOP <= SUM_INTERLEAVE and SUM_INTERLEAVE & (SUM_INTERLEAVE - 1) == 0
-
-
-def f32_to_bf16(value):
-    """binary32 bits → bf16 bits, nearest even. Correct for every value the MA's units
-    produce: normals, zeros, infinities and the canonical NaN (which stays 0x7FC0)."""
-    return (value + 0x7FFF + value[16])[16:32]
 
 
 def check_engine(lanes, width):
@@ -47,7 +40,7 @@ class LaneEngine(wiring.Component):
     (``width`` = DATA_WIDTH/16), so the engine runs at the memory's rate with the adders
     of one bus word, whatever L.
 
-    Elementwise: each lane computes in binary32 with the MA's units (:mod:`hdl.ma.fp`: an
+    Elementwise: each lane computes in binary32 with the MA's units (:mod:`hdl.common.fp`: an
     exact bf16 product, a round-to-nearest-even sum) and rounds to bf16
     (golden.va.add_bf16, mul_bf16, scale_bf16). The lanes are a pipeline without stalls
     (a beat taken in cycle t is written into the output FIFO in cycle t + 8): stage 0
@@ -229,7 +222,7 @@ class LaneEngine(wiring.Component):
             product = bf16_mul(m, a0, b0, name=f"mul{lane}", product=sig)
             op_a, op_b = Signal(32, name=f"opa{lane}"), Signal(32, name=f"opb{lane}")
             m.d.sync += [op_a.eq(Mux(sel["is_add"], Cat(Const(0, 16), a0), product)),
-                         op_b.eq(Mux(sel["is_add"], Cat(Const(0, 16), b0), _F32_MINUS_ZERO))]
+                         op_b.eq(Mux(sel["is_add"], Cat(Const(0, 16), b0), F32_MINUS_ZERO))]
             in_range = seen + lane < self.count
             adds_x = Signal(name=f"adds_x{lane}")       # a step of a beat, lane in range
             m.d.sync += adds_x.eq(reduce_take & in_range)
@@ -241,7 +234,7 @@ class LaneEngine(wiring.Component):
             add_a = Mux(sel["use_pair"], pair[0],
                         Mux(sel["use_acc"], Mux(sel["first_d"], 0, mine), op_a))
             add_b = Mux(sel["use_pair"], pair[1],
-                        Mux(sel["use_acc"], Mux(adds_x, Cat(Const(0, 16), a0), _F32_MINUS_ZERO),
+                        Mux(sel["use_acc"], Mux(adds_x, Cat(Const(0, 16), a0), F32_MINUS_ZERO),
                             op_b))
             if lane == 0:       # lane 0 carries the write, the word and the output's valid
                 total, carried = f32_add_pipelined(m, add_a, add_b, name=f"add{lane}", deep=True,

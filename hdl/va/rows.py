@@ -44,19 +44,18 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
-from hdl.ma.fp import F32_CANONICAL_NAN, bf16_mul
-from hdl.va.functions import (
+from hdl.common.fp import (
+    F32_CANONICAL_NAN,
     Stages,
-    UnaryUnit,
-    credit_pipeline,
+    bf16_mul,
+    bf16_order_key,
     f32_add_staged,
     f32_mul,
+    f32_to_bf16,
     lut_product,
     normalize_trunc,
-    recip_f32,
-    rsqrt_f32,
 )
-from hdl.va.lanes import f32_to_bf16
+from hdl.va.functions import UnaryUnit, credit_pipeline, recip_f32, rsqrt_f32
 from hdl.va.narrow import WidthAdapter, check_fn_lanes
 from spec.codes import VaOpcode
 from spec.va import FIX, MAX_K, MAX_LENGTH, RECIP_127, SUM_FRAC
@@ -77,14 +76,6 @@ class Entry(data.StructLayout):
     """A candidate of a max / top-k: key (order of values; -2 for none), value, index."""
     def __init__(self):
         super().__init__({"key": range(-2, 0x10000), "value": 16, "index": range(MAX_LENGTH)})
-
-
-def order_key(bits):
-    """Signed key that orders bf16 values: -0 == +0, NaN (key -1) below everything."""
-    b = Mux(bits == 0x8000, 0, bits)
-    nan = (b[7:15] == 0xFF) & (b[:7] != 0)
-    key = Mux(b[15], 0x7FFF - b[:15], 0x8000 + b)
-    return Mux(nan, -1, key.as_signed())
 
 
 def _better(a, b):
@@ -418,7 +409,7 @@ class RowUnit(wiring.Component):
             key = Signal(range(-2, 0x10000), name=f"key{lane}")
             exp_field = x[7:15]
             raw = Signal(range(-2, 0x10000), name=f"raw{lane}")
-            m.d.comb += raw.eq(order_key(x))
+            m.d.comb += raw.eq(bf16_order_key(x))
             after = (thr.key > raw) | ((thr.key == raw) & (thr.index < p_base + lane))
             with m.If(~inside | (have_thr & ~after)):
                 m.d.comb += key.eq(-2)

@@ -242,10 +242,11 @@ def issue_cycles(entry):
     """Cycles from the launch of the entry before (its START's AW / W transfer) to the
     first cycle ``entry`` can launch in, with a control port that takes every write at
     once and answers it two cycles later (the model blocks and a register block) and the
-    list already read ahead: the START's answer (2), 4 cycles to the entry's first word
-    and 3 through its words (word 0, PLANNED, the end of the dependencies), one a
-    dependency, 4 a register write before START and 2 for START's pair."""
-    return 9 + len(entry.deps) + 4 * (len(entry.writes) - 1)
+    list already read ahead: the START's answer and entry word 0 (3), PLANNED (1), one a
+    dependency, the first pair (2), 3 a register write before START (its answer takes
+    two, the next offset is taken meanwhile), and START is offered a cycle after its
+    value is seen."""
+    return 7 + len(entry.deps) + 3 * (len(entry.writes) - 1)
 
 
 def predict(entries, stop_on_late=False):
@@ -499,6 +500,21 @@ def test_a_failed_command_stops_the_run():
     assert relative(run) == want
     assert run.records[8].flags & RecordFlag.ERROR and run.records[8].code == \
         (durations(entries)[8][1])
+    check_invariants(entries, run)
+
+
+def test_as_many_dependencies_as_max_deps():
+    """Four dependencies (two of them on one target) on a sequencer of ``max_deps`` 4."""
+    entries = [Entry(TileBlock.MA, 200, (), ((DURATION, 300), (START, 1))),
+               Entry(TileBlock.VA, 300, (), ((DURATION, 40), (START, 1))),
+               Entry(TileBlock.MIGRATE, 400, (), ((DURATION, 40), (START, 1))),
+               Entry(TileBlock.MA, 450, ((0, TileBlock.MA), (1, TileBlock.VA),
+                                         (2, TileBlock.MIGRATE), (0, TileBlock.MA)),
+                     ((DURATION, 40), (START, 1)))]
+    run = simulate(entries)
+    assert run.code == SequencerError.NONE
+    assert relative(run) == predict(entries)[0]
+    assert run.records[3].flags & RecordFlag.LATE_DEPENDENCY      # entry 0 ends at 502
     check_invariants(entries, run)
 
 

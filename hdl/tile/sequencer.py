@@ -380,7 +380,8 @@ class _State:
         bad_word = word.valid & word.error
         target, tk = self.lookup(word.data[:4])
         dep_found, dep_k = self.lookup(word.data[16:20])
-        head = Signal(2)
+        head = Signal(range(max(fmt.HEADER_WORDS, core.max_deps + 1)))
+        have_offset = Signal()
         ok = Signal()                       # every dependency has ended
         oks = [(j >= self.ndeps) | (Array(t.any for t in tgt)[self.dep_k[j]]
                                     & (Array(t.last for t in tgt)[self.dep_k[j]]
@@ -447,11 +448,10 @@ class _State:
                     m.d.comb += take.eq(1)
                     m.d.sync += self.due.eq(core.t0 + word.data)
                     m.next = "DEPS"
+                    with m.If(self.ndeps == 0):
+                        m.next = "W_OFFSET"
             with m.State("DEPS"):
-                with m.If(self.ndeps == head):
-                    m.d.sync += head.eq(0)
-                    m.next = "W_OFFSET"
-                with m.Elif(bad_word):
+                with m.If(bad_word):
                     self.stop(_Stop.AXI_READ_ERROR, run.list + (position << 2))
                     m.next = "DRAIN"
                 with m.Elif(word.valid):
@@ -466,6 +466,8 @@ class _State:
                               | (word.data[20:] != 0)):
                         self.stop(_Stop.BAD_ENTRY, self.index)
                         m.next = "DRAIN"
+                    with m.Elif(head + 1 == self.ndeps):
+                        m.next = "W_OFFSET"
             with m.State("W_OFFSET"):
                 with m.If(self.stopping):
                     m.next = "DRAIN"
@@ -487,13 +489,19 @@ class _State:
                 with m.Elif(word.valid & lite.idle):
                     m.d.comb += [take.eq(1), self.issuer_go.eq(1), lite.write.eq(1),
                                  lite.addr.eq(base | self.offset), lite.wdata.eq(word.data)]
-                    m.d.sync += self.nwrites.eq(self.nwrites - 1)
+                    m.d.sync += [self.nwrites.eq(self.nwrites - 1), have_offset.eq(0)]
                     m.next = "W_WAIT"
             with m.State("W_WAIT"):
+                # the next pair's offset is taken while the write is answered
+                with m.If(~have_offset & word.valid & ~word.error):
+                    m.d.comb += take.eq(1)
+                    m.d.sync += [self.offset.eq(word.data[:16]), have_offset.eq(1)]
                 with m.If(lite.end):
                     with m.If(lite.resp != AxiResp.OKAY):
                         self.stop(_Stop.CONTROL_ERROR, self.index)
                         m.next = "DRAIN"
+                    with m.Elif(have_offset | (word.valid & ~word.error)):
+                        m.next = "W_VALUE"
                     with m.Else():
                         m.next = "W_OFFSET"
             with m.State("ARM"):
@@ -543,11 +551,9 @@ class _State:
                                 with m.Case(i):
                                     m.d.sync += t.armed.eq(1)
                         m.d.sync += self.index.eq(self.index + 1)
-                        m.next = "NEXT"
-            with m.State("NEXT"):
-                m.next = "ENTRY"
-                with m.If(self.index == run.count):
-                    m.next = "DRAIN"
+                        m.next = "ENTRY"
+                        with m.If(self.index + 1 == run.count):
+                            m.next = "DRAIN"
             with m.State("DRAIN"):
                 m.d.comb += draining.eq(1)
                 quiet = (Cat(t.busy for t in tgt) == 0) & self.completer_idle & \

@@ -22,7 +22,13 @@ coroutines drive it whatever carries them (cocotbext-axi, the board's UART bridg
 
 A command that does not end within its cycle budget raises :class:`CommandTimeout`
 (op index, block, opcode, stage, repetition, the cycle); one that ends in ERROR raises
-:class:`CommandError` (the op, the error code, ERR_ADDR).
+:class:`CommandError` (the op, the error code, ERR_ADDR, and the tile MC's error when the
+runtime is given the MC's registers) after the recovery of the host: the block's
+IRQ_STATUS cleared, the MC's error cleared (CLEAR.ERROR, IRQ_STATUS), the MA's TAT
+rewritten after a TAT_MISS or BAD_TAT. The failed op's outputs are then undefined and
+nothing else has been written; :meth:`TileRuntime.resume` runs the op again (its outputs
+first restored when it reads them: an in-place VA op, an accumulating GEMM) and the
+commands after it.
 
 With ``check=True`` the runtime runs the golden interpreter (:class:`golden.program.Machine`)
 in lock step: after every command that ran on the RTL, every tensor it writes is compared
@@ -62,8 +68,9 @@ from spec.codes import ErrorCode, MaMode, VaOpcode
 __all__ = [
     "PHYS_BASE", "Layout", "layout", "tat_entries", "va_commands", "va_register_writes",
     "ma_register_writes", "tat_register_writes", "decode_va_registers", "decode_ma_registers",
-    "written_tensors", "Capabilities", "OpRecord", "RuntimeFailure", "CommandTimeout",
-    "CommandError", "Mismatch", "TileRuntime", "decode_programs", "DecodeSession", "format_table",
+    "written_tensors", "read_tensors", "rewritten_inputs", "Capabilities", "OpRecord",
+    "RuntimeFailure", "CommandTimeout", "CommandError", "Mismatch", "TileRuntime",
+    "decode_programs", "DecodeSession", "format_table",
     "format_by_stage", "format_by_opcode", "format_summary",
 ]
 
@@ -266,6 +273,23 @@ def written_tensors(cmd):
     return list(dict.fromkeys(o.tensor for o in (cmd.dst, cmd.dst2) if o is not None))
 
 
+def read_tensors(cmd):
+    """Names of the tensors ``cmd`` reads (VA: SRC, SRC2, SRC3; MA: A, B, and C when it
+    accumulates)."""
+    if cmd.block == "ma":
+        names = [cmd.a.tensor, cmd.b.tensor] + ([cmd.c.tensor] if cmd.accumulate else [])
+    else:
+        names = [o.tensor for o in (cmd.src, cmd.src2, cmd.src3) if o is not None]
+    return list(dict.fromkeys(names))
+
+
+def rewritten_inputs(cmd):
+    """The tensors ``cmd`` both reads and writes (an in-place VA op, an accumulating GEMM):
+    what a failed attempt may have changed under its own inputs."""
+    reads = set(read_tensors(cmd))
+    return [name for name in written_tensors(cmd) if name in reads]
+
+
 # --- what the RTL can run -------------------------------------------------------------------
 
 
@@ -317,6 +341,9 @@ class OpRecord:
     cycles: int = None
     host: str = None
     checked: list = field(default_factory=list)
+    error: str = None
+    """A failed attempt (``"AXI_READ_ERROR at ERR_ADDR 0x..."``, with the MC's error): kept
+    when :meth:`TileRuntime.resume` runs the op again."""
 
 
 class RuntimeFailure(Exception):
@@ -332,11 +359,13 @@ class CommandTimeout(RuntimeFailure):
 
 
 class CommandError(RuntimeFailure):
-    """The command ended in ERROR: :attr:`code` (an ErrorCode), :attr:`err_addr`."""
+    """The command ended in ERROR: :attr:`code` (an ErrorCode), :attr:`err_addr`;
+    :attr:`mc`: ``(code, ERR_ADDR)`` of the tile's MC when it saw an error too (an AXI
+    error response), else None."""
 
-    def __init__(self, message, record, code, err_addr):
+    def __init__(self, message, record, code, err_addr, mc=None):
         super().__init__(message, record)
-        self.code, self.err_addr = code, err_addr
+        self.code, self.err_addr, self.mc = code, err_addr, mc
 
 
 class Mismatch(RuntimeFailure):
@@ -363,12 +392,21 @@ class TileRuntime:
     :meth:`Capabilities.of_rtl`. ``check``: compare after every RTL command (see the
     module docstring; needed to play commands by the host). ``timeout``: a command's
     budget in cycles is ``timeout[0] + timeout[1]·predicted``. ``start_time``: see the
-    module docstring (None: ``now()`` after the START write).
+    module docstring (None: ``now()`` after the START write). ``mc``: the
+    :class:`sim.regs.Registers` of the tile's MC (``spec.tile.base("mc")``), or None: a
+    failed command's report then carries the MC's error, which the recovery clears.
+
+    After a :class:`CommandError`, :attr:`failed` is the failed op's index (None
+    otherwise) and :meth:`resume` goes on from it.
     """
 
     def __init__(self, program, memory, blocks, *, now, interrupt=None, layout=None,
-                 capabilities=None, check=True, timeout=(20_000, 20), start_time=None):
+                 capabilities=None, check=True, timeout=(20_000, 20), start_time=None,
+                 mc=None):
         self.program, self.memory, self.blocks = program, memory, dict(blocks)
+        self.mc = mc
+        self.failed = None
+        self._failed_record = self._saved = None
         self.now, self.interrupt = now, interrupt
         self.start_time = start_time or now
         self.layout = layout if layout is not None else _default_layout(program)
@@ -403,6 +441,7 @@ class TileRuntime:
             m.write(name, data)
         self.memory.write(self.layout.phys_base, m.mem.tobytes())
         self.golden = m if self.check else None
+        self.failed = None
 
     # registers
     async def _write(self, block, writes):
@@ -420,7 +459,34 @@ class TileRuntime:
             await regs.write_fields("IRQ_ENABLE", done=int(self.interrupt is not None),
                                     error=int(self.interrupt is not None))
         if "ma" in self.blocks:
-            await self._write("ma", tat_register_writes(self.blocks["ma"], tat_entries(self.layout)))
+            await self.program_tat()
+
+    async def program_tat(self, *, force=False):
+        """Write the MA's TAT (:func:`tat_entries`); ``force``: every register, also
+        those the runtime believes already hold their value (the recovery after a TAT
+        error: the TAT may have been changed behind the runtime's back)."""
+        writes = tat_register_writes(self.blocks["ma"], tat_entries(self.layout))
+        if force:
+            for name, _ in writes:
+                self._shadow["ma"].pop(name, None)
+        await self._write("ma", writes)
+
+    async def _recover(self, block, regs, code):
+        """The host's recovery after a command of ``block`` ended in ERROR with ``code``
+        (docs/design.md, "Errors"): clear the block's IRQ_STATUS (its ERROR and ERR_ADDR
+        are cleared by the next accepted START); read the MC's error, if it has one, and
+        clear it (CLEAR.ERROR, IRQ_STATUS: the MC keeps its last error until then);
+        after a TAT_MISS or BAD_TAT rewrite the MA's TAT. Returns the MC's
+        ``(code, ERR_ADDR)`` or None."""
+        await regs.write_fields("IRQ_STATUS", done=1, error=1)
+        mc = None
+        if self.mc is not None and (await self.mc.read_fields("STATUS"))["ERROR"]:
+            mc = (ErrorCode(await self.mc.read("ERROR")), await self.mc.read("ERR_ADDR"))
+            await self.mc.write_fields("CLEAR", error=1)
+            await self.mc.write_fields("IRQ_STATUS", error=1)
+        if block == "ma" and code in (ErrorCode.TAT_MISS, ErrorCode.BAD_TAT):
+            await self.program_tat(force=True)
+        return mc
 
     async def _wait_end(self, regs, rec, rep, budget):
         from cocotb.triggers import First, RisingEdge, Timer
@@ -455,10 +521,12 @@ class TileRuntime:
         if status["ERROR"] or not status["DONE"]:
             code = ErrorCode(await regs.read("ERROR"))
             err_addr = await regs.read("ERR_ADDR")
-            await regs.write_fields("IRQ_STATUS", done=1, error=1)
-            raise CommandError(f"{_what(rec, rep)} ended in ERROR {code.name} at ERR_ADDR "
-                               f"{err_addr:#x} (timebase {self.now()}, STATUS {status})",
-                               rec, code, err_addr)
+            when = self.now()
+            mc = await self._recover(block, regs, code)
+            rec.error = f"{code.name} at ERR_ADDR {err_addr:#x}" + (
+                "" if mc is None else f" (MC: {mc[0].name} at ERR_ADDR {mc[1]:#x})")
+            raise CommandError(f"{_what(rec, rep)} ended in ERROR {rec.error} (timebase "
+                               f"{when}, STATUS {status})", rec, code, err_addr, mc)
         lo = await regs.read("CTR_LO")
         hi = await regs.read("CTR_HI")
         if self.interrupt is not None:
@@ -499,11 +567,23 @@ class TileRuntime:
             rec.checked.append(name)
 
     async def run_command(self, index, cmd):
-        """Run one command (on the RTL or by the host); returns its :class:`OpRecord`."""
-        rec = self._record(index, cmd)
-        self.records.append(rec)
+        """Run one command (on the RTL or by the host); returns its :class:`OpRecord`.
+        The op that failed last (:attr:`failed`) is run again: its record is the failed
+        attempt's, the golden interpreter does not run it twice, and the inputs it
+        writes (:func:`rewritten_inputs`) are first given back the bytes they held
+        before the failed attempt."""
+        retry = self.failed == index
+        if retry:
+            rec, saved = self._failed_record, self._saved
+            for name, data in saved.items():
+                t = self.program.tensors[name]
+                self.memory.write(self.layout.phys(t.addr), data)
+            self.failed = self._failed_record = self._saved = None
+        else:
+            rec = self._record(index, cmd)
+            self.records.append(rec)
         reason = self.reason_for_host(cmd)
-        if self.golden is not None:
+        if self.golden is not None and not retry:
             self.golden.execute(cmd)
         if reason is not None:
             if self.golden is None:
@@ -514,13 +594,20 @@ class TileRuntime:
             return rec
         budget = self.timeout[0] + self.timeout[1] * rec.predicted
         regs = self.blocks[cmd.block]
-        if cmd.block == "va":
-            cycles = 0
-            for rep, vc in enumerate(va_commands(self.program, cmd, self.layout)):
-                cycles += await self._start("va", rec, rep, va_register_writes(regs, vc), budget)
-        else:
-            cycles = await self._start("ma", rec, None,
-                                       ma_register_writes(regs, self.program, cmd), budget)
+        if not retry:
+            saved = {name: self._tensor_bytes(name) for name in rewritten_inputs(cmd)}
+        try:
+            if cmd.block == "va":
+                cycles = 0
+                for rep, vc in enumerate(va_commands(self.program, cmd, self.layout)):
+                    cycles += await self._start("va", rec, rep, va_register_writes(regs, vc),
+                                                budget)
+            else:
+                cycles = await self._start("ma", rec, None,
+                                           ma_register_writes(regs, self.program, cmd), budget)
+        except CommandError:
+            self.failed, self._failed_record, self._saved = index, rec, saved
+            raise
         rec.cycles = cycles
         if self.golden is not None:
             self._compare(rec, cmd)
@@ -539,16 +626,38 @@ class TileRuntime:
                 on_record(rec)
         return self.records
 
-    def final_mismatches(self):
-        """Tensors whose memory differs from the golden interpreter's (``[]`` when the
-        whole image is bit-exact)."""
+    async def resume(self, commands=None, *, on_record=None):
+        """After a :class:`CommandError` (and the recovery the runtime did before raising
+        it): run ``commands`` (indices; default: from the failed op to the end of the
+        program), the first of which must be the failed op, over the memory as it is.
+        Returns the records."""
+        if self.failed is None:
+            raise ValueError("no failed op to resume from")
+        indices = range(self.failed, len(self.program.commands)) if commands is None else commands
+        if not indices or indices[0] != self.failed:
+            raise ValueError(f"resume must start at the failed op {self.failed}")
+        for i in indices:
+            rec = await self.run_command(i, self.program.commands[i])
+            if on_record is not None:
+                on_record(rec)
+        return self.records
+
+    def mismatches(self, exclude=()):
+        """Tensors whose memory differs from the golden interpreter's, but those named in
+        ``exclude`` (e.g. a failed op's outputs)."""
         if self.golden is None:
             return []
         got, want = self.image(), self.golden.mem[: self.layout.size]
-        if np.array_equal(got, want):
+        return [name for name, t in self.program.tensors.items() if name not in exclude
+                and not np.array_equal(got[t.addr: t.addr + t.nbytes],
+                                       want[t.addr: t.addr + t.nbytes])]
+
+    def final_mismatches(self):
+        """Tensors whose memory differs from the golden interpreter's (``[]`` when the
+        whole image is bit-exact)."""
+        if self.golden is None or np.array_equal(self.image(), self.golden.mem[: self.layout.size]):
             return []
-        return [name for name, t in self.program.tensors.items()
-                if not np.array_equal(got[t.addr: t.addr + t.nbytes], want[t.addr: t.addr + t.nbytes])]
+        return self.mismatches()
 
 
 # --- programs -------------------------------------------------------------------------------

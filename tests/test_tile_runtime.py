@@ -3,7 +3,8 @@ register encoding of every command of the tile presets' decode steps (round trip
 the register fields), the VA commands it issues equal the golden interpreter's, the
 capability list, and the runtime's loop against a register-level model of the blocks
 (golden blocks behind a fake control port: register writes, START, STATUS, CTR, the
-errors and the timeout). ``tests/test_tile_runtime_cocotb.py`` runs it on the RTL."""
+errors, the recovery after a failed op and the timeout). ``tests/test_tile_runtime_cocotb.py``
+runs it on the RTL; ``tests/test_tile_faults_cocotb.py`` the faults through the tile."""
 
 import asyncio
 from functools import cache
@@ -24,6 +25,7 @@ from golden.program import (
     run,
 )
 from hdl.ma import regmap as ma_regmap
+from hdl.mc import regmap as mc_regmap
 from hdl.va import regmap as va_regmap
 from hdl.va.core import RTL_OPCODES
 from sim.regs import Registers
@@ -39,6 +41,8 @@ from sim.tile_runtime import (
     decode_va_registers,
     layout,
     ma_register_writes,
+    read_tensors,
+    rewritten_inputs,
     tat_entries,
     tat_register_writes,
     va_commands,
@@ -220,13 +224,16 @@ class FakeMemory:
 class FakeBlock:
     """A block's control port: a register file; START runs the command with the golden
     block on the memory and sets DONE (or ERROR: ``fail``) ``latency`` cycles later; time
-    advances 4 cycles per access. ``hang``: never end."""
+    advances 4 cycles per access. ``hang``: never end. ``fail_at``: only that START
+    (counted from 1) fails, and a failing VA command first writes 16 bytes of 0xFF at its
+    DST (a partial write before the error)."""
 
-    def __init__(self, kind, regs, memory, clock, *, fail=None, hang=False):
+    def __init__(self, kind, regs, memory, clock, *, fail=None, hang=False, fail_at=None):
         self.kind, self.regs, self.memory, self.clock = kind, regs, memory, clock
-        self.values, self.fail, self.hang = {}, fail, hang
+        self.values, self.fail, self.hang, self.fail_at = {}, fail, hang, fail_at
         self.writes = self.starts = 0
         self.status = 0
+        self.code = ErrorCode.NONE
 
     def _name(self, offset):
         return next(r["name"] for r in self.regs._registers.values() if r["offset"] == offset)
@@ -236,8 +243,8 @@ class FakeBlock:
         name = self._name(address)
         value = {"STATUS": self.status, "CTR_LO": self.values.get("_ctr", 0) & 0xFFFFFFFF,
                  "CTR_HI": self.values.get("_ctr", 0) >> 32,
-                 "ERROR": int(self.fail or 0), "ERR_ADDR": 0x1234 if self.fail else 0
-                 }.get(name, self.values.get(name, 0))
+                 "ERROR": int(self.code), "ERR_ADDR": 0x1234 if self.code else 0,
+                 "IRQ_STATUS": 0}.get(name, self.values.get(name, 0))
         return SimpleNamespace(data=value.to_bytes(4, "little"), resp=0)
 
     async def write(self, address, data):
@@ -247,10 +254,16 @@ class FakeBlock:
         if name == "START":
             self.starts += 1
             self.status = 0b001
+            self.code = ErrorCode.NONE
             if self.hang:
                 return SimpleNamespace(resp=0)
-            if self.fail:
+            if self.fail and self.fail_at in (None, self.starts):
                 self.status = 0b100
+                self.code = self.fail
+                if self.fail_at is not None and self.kind == "va":
+                    names = [r["name"] for r in self.regs._registers.values() if r["access"] == "RW"]
+                    vc = decode_va_registers(self.regs, self._w(names))
+                    self.memory.write(vc.dst, b"\xff" * 16)
             else:
                 self.run()
                 self.status = 0b010
@@ -294,7 +307,29 @@ class FakeBlock:
             mem.write(phys + d["c_addr"] + r * d["ldc"], np.ascontiguousarray(c[r]).astype(cdt).tobytes())
 
 
-def _runtime(prog, *, blocks=("va", "ma"), fail=None, hang=False, timeout=(20_000, 20)):
+class FakeMc:
+    """The tile MC's registers: an error (code, ERR_ADDR) kept until CLEAR.ERROR."""
+
+    def __init__(self, code=ErrorCode.NONE, err_addr=0):
+        self.code, self.err_addr, self.cleared = code, err_addr, []
+        self.regs = Registers(None, mc_regmap)
+
+    async def read(self, address, length):
+        name = next(r["name"] for r in self.regs._registers.values() if r["offset"] == address)
+        value = {"STATUS": 0b100 if self.code else 0, "ERROR": int(self.code),
+                 "ERR_ADDR": self.err_addr}.get(name, 0)
+        return SimpleNamespace(data=value.to_bytes(4, "little"), resp=0)
+
+    async def write(self, address, data):
+        name = next(r["name"] for r in self.regs._registers.values() if r["offset"] == address)
+        self.cleared.append(name)
+        if name == "CLEAR" and bytes(data)[0] & 1:
+            self.code, self.err_addr = ErrorCode.NONE, 0
+        return SimpleNamespace(resp=0)
+
+
+def _runtime(prog, *, blocks=("va", "ma"), fail=None, hang=False, timeout=(20_000, 20),
+             fail_at=None, mc=None):
     clock = SimpleNamespace(t=0)
     lay = layout(prog)
     memory = FakeMemory(lay.phys_base, lay.size)
@@ -303,9 +338,13 @@ def _runtime(prog, *, blocks=("va", "ma"), fail=None, hang=False, timeout=(20_00
     for kind, regmap in (("va", va_regmap), ("ma", ma_regmap)):
         if kind in blocks:
             probe = Registers(None, regmap)
-            fakes[kind] = FakeBlock(kind, probe, memory, clock, fail=fail, hang=hang)
+            # fail_at: a VA START only
+            fakes[kind] = FakeBlock(kind, probe, memory, clock, hang=hang,
+                                    fail=fail if fail_at is None or kind == "va" else None,
+                                    fail_at=fail_at if kind == "va" else None)
             regs[kind] = Registers(fakes[kind], regmap)
-    rt = TileRuntime(prog, memory, regs, now=lambda: clock.t, timeout=timeout)
+    rt = TileRuntime(prog, memory, regs, now=lambda: clock.t, timeout=timeout,
+                     mc=None if mc is None else Registers(mc, mc_regmap))
     return rt, fakes
 
 
@@ -355,3 +394,57 @@ def test_runtime_timeout_names_the_op():
     with pytest.raises(CommandTimeout, match=r"op 0 \(va RMSNORM, stage 'input RMSNorm'\) did "
                                              r"not end within 200 cycles of START \(timebase \d+"):
         asyncio.run(rt.run())
+
+
+def test_read_and_rewritten_tensors():
+    (_, prog, _), = programs("notes")
+    inplace = [c for c in prog.commands if rewritten_inputs(c)]
+    assert inplace, "the notes step has in-place ops (the MoE's ADD into its output)"
+    for c in prog.commands:
+        assert set(rewritten_inputs(c)) == set(written_tensors(c)) & set(read_tensors(c))
+        if c.block == "ma":
+            assert (c.c.tensor in read_tensors(c)) == c.accumulate
+
+
+@pytest.mark.parametrize("inplace", [False, True])
+def test_runtime_resumes_after_a_failed_op(inplace):
+    """A VA op fails after a partial write of its DST (the model writes 16 bytes of
+    0xFF): the error names the op and carries the MC's error, the recovery clears the
+    MC, nothing but the op's outputs differs from the golden run; :meth:`resume` runs
+    the op again (an in-place op from its inputs as they were) and the rest, bit-exact."""
+    (_, prog, _), = programs("notes")
+    idx = next(i for i, c in enumerate(prog.commands)
+               if c.block == "va" and c.repeat == 1 and bool(rewritten_inputs(c)) == inplace
+               and i > 10)
+    cmd = prog.commands[idx]
+    start = 1 + sum(c.repeat for c in prog.commands[:idx] if c.block == "va")
+    mc = FakeMc(ErrorCode.AXI_WRITE_ERROR, 0xABC0)
+    rt, fakes = _runtime(prog, fail=ErrorCode.AXI_WRITE_ERROR, fail_at=start, mc=mc)
+    with pytest.raises(CommandError, match=rf"op {idx} \(va {cmd.opname}, stage "
+                                           r".*ended in ERROR AXI_WRITE_ERROR at ERR_ADDR 0x1234 "
+                                           r"\(MC: AXI_WRITE_ERROR at ERR_ADDR 0xabc0\)") as e:
+        asyncio.run(rt.run())
+    assert e.value.mc == (ErrorCode.AXI_WRITE_ERROR, 0xABC0) and rt.failed == idx
+    assert mc.code is ErrorCode.NONE and "CLEAR" in mc.cleared and "IRQ_STATUS" in mc.cleared
+    assert rt.mismatches(exclude=written_tensors(cmd)) == []
+    assert rt.mismatches() != [], "the model's partial write is seen"
+    with pytest.raises(ValueError, match=f"resume must start at the failed op {idx}"):
+        asyncio.run(rt.resume([idx + 1]))
+    records = asyncio.run(rt.resume())
+    assert rt.failed is None and rt.final_mismatches() == []
+    assert [r.index for r in records] == list(range(len(prog.commands)))
+    assert records[idx].error.startswith("AXI_WRITE_ERROR") and records[idx].cycles > 0
+    assert fakes["va"].starts == 1 + sum(c.repeat for c in prog.commands if c.block == "va")
+    with pytest.raises(ValueError, match="no failed op"):
+        asyncio.run(rt.resume())
+
+
+def test_runtime_rewrites_the_tat_after_a_tat_miss():
+    (_, prog, _), = programs("notes")
+    rt, fakes = _runtime(prog, blocks=("ma",), fail=ErrorCode.TAT_MISS)
+    asyncio.run(rt.setup())
+    writes = fakes["ma"].writes
+    rt.load()
+    with pytest.raises(CommandError, match="TAT_MISS"):
+        asyncio.run(rt.run_command(1, prog.commands[1]))
+    assert fakes["ma"].writes - writes >= 12, "the 12 TAT registers are written again"

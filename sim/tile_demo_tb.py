@@ -24,17 +24,26 @@ Environment (set by ``tests/test_tile_step_cocotb.py`` and ``v4hw demo``):
 ``V4HW_TS_STEPS``    ``decode_steps``: how many consecutive steps (default 2)
 ``V4HW_TS_P``, ``V4HW_TS_L``  the DUT's MA P and VA L (checked against PARAMS)
 ``V4HW_TS_LATENCY``  the bench memory's read and write latency (default 9)
+``V4HW_TS_PAUSE``    probability of a pause cycle on each of ``m_axi_gmem``'s five channels
+                     (random back-pressure on AR, AW, W and idle cycles on R, B; default 0),
+                     drawn from the test's seed (:func:`sim.seed.test_seed`)
+``V4HW_TS_TOKENS``   ``prefill``: the prompt's tokens (default 16)
 ``V4HW_TS_REPORT``   a JSON file for the records, the tables and the figures
+
+``prefill`` runs the preset's prefill of ``V4HW_TS_TOKENS`` tokens (every layer's whole
+program, :func:`prefill_programs`); ``tests/tile_faults_tb.py`` injects faults into a step.
 """
 
 import json
 import os
+import random
 import time
 
 import cocotb
 import numpy as np
 
 from golden.program import BlockConfig
+from sim.seed import test_seed
 from sim.tile_driver import TileBench
 from sim.tile_runtime import (
     DecodeSession,
@@ -83,7 +92,8 @@ async def run_layers(bench, programs, records, *, keep_first, limit=None):
         if n == 0:
             break
         rt = TileRuntime(program, bench.ram.mem, blocks, now=bench.now,
-                         interrupt=bench.dut.interrupt, start_time=stamp)
+                         interrupt=bench.dut.interrupt, start_time=stamp,
+                         mc=bench.block_regs("mc"))
         failure = None
         try:
             await rt.run(range(n), keep=keep_first or i > 0)
@@ -136,9 +146,27 @@ def report(dut, title, records, fig, steps=None):
                        "records": [vars(r) for r in records]}, f, indent=1)
 
 
+def _seed():
+    """The test's seed (:func:`sim.seed.test_seed`, which prints it with the command that
+    reruns it), drawn once: the seed of the bench's ``random.Random``."""
+    return test_seed().getrandbits(32)
+
+
 def _bench(dut):
-    return TileBench(dut, p=int(os.environ.get("V4HW_TS_P", "4")),
-                     lanes=int(os.environ.get("V4HW_TS_L", "8")), latency=MEMORY_LATENCY)
+    pause = float(os.environ.get("V4HW_TS_PAUSE", "0"))
+    seed = _seed() if pause else None
+    bench = TileBench(dut, p=int(os.environ.get("V4HW_TS_P", "4")),
+                      lanes=int(os.environ.get("V4HW_TS_L", "8")), latency=MEMORY_LATENCY,
+                      rng=None if seed is None else random.Random(seed))
+    bench.pause_probability, bench.seed = pause, seed
+    return bench
+
+
+async def _start(bench):
+    """Reset and identity, then the random pauses on ``m_axi_gmem`` (``V4HW_TS_PAUSE``)."""
+    await bench.start()
+    if bench.pause_probability:
+        bench.pause(bench.ram.channels(), bench.pause_probability)
 
 
 def _title(what, cfg):
@@ -153,7 +181,7 @@ async def decode_step(dut):
     preset = os.environ.get("V4HW_TS_PRESET", "notes")
     limit = int(os.environ.get("V4HW_TS_LIMIT", "0"))
     bench = _bench(dut)
-    await bench.start()
+    await _start(bench)
     cfg = await block_config(bench)
     wall = time.monotonic()
     programs = decode_programs(preset, cfg)
@@ -163,8 +191,11 @@ async def decode_step(dut):
     wall = time.monotonic()
     failure, _ = await run_layers(bench, programs, records, keep_first=False, limit=limit or None)
     fig = figures(bench, records, failure, first_edge, marks, generate_s=round(generate_s, 1),
-                  run_s=round(time.monotonic() - wall, 1))
-    what = f"{preset}: one decode step ({'first ' + str(limit) if limit else 'all'} commands)"
+                  run_s=round(time.monotonic() - wall, 1), pause=bench.pause_probability,
+                  seed=bench.seed)
+    what = f"{preset}: one decode step ({'first ' + str(limit) if limit else 'all'} commands)" + (
+        f", random pauses on m_axi_gmem (p = {bench.pause_probability})"
+        if bench.pause_probability else "")
     report(dut, _title(what, cfg), records, fig)
     assert fig["failure"] is None, fig["failure"]
     assert fig["rtl_ops"], "no command ran on the tile"
@@ -179,7 +210,7 @@ async def decode_steps(dut):
     preset = os.environ.get("V4HW_TS_PRESET", "notes")
     n_steps = int(os.environ.get("V4HW_TS_STEPS", "2"))
     bench = _bench(dut)
-    await bench.start()
+    await _start(bench)
     cfg = await block_config(bench)
     session = DecodeSession(preset, cfg, n_steps)
     records, steps, failure = [], [], None
@@ -213,3 +244,46 @@ async def decode_steps(dut):
     report(dut, _title(what, cfg), records, fig, steps)
     assert fig["failure"] is None, fig["failure"]
     assert len(steps) == n_steps
+
+
+def prefill_programs(preset, config, tokens, mode="bf16"):
+    """The prefill of ``tokens`` tokens (positions 0..tokens-1, empty cache) of tile
+    preset ``preset`` (the ``notes`` layer: :func:`golden.program_notes.notes_prefill`,
+    its random input from the preset's seed): ``[(layer, program, stage names)]``, the
+    program complete (``init``: weights, constants, the input)."""
+    from golden.presets.tile import PRESETS
+    from golden.program_notes import notes_prefill
+
+    pre = PRESETS[preset]
+    if pre.kind != "notes" or pre.config.num_hidden_layers != 1:
+        raise ValueError(f"prefill through the tile: the one-layer notes preset, not {preset!r}")
+    if tokens < 1:
+        raise ValueError(f"tokens must be >= 1, got {tokens}")
+    (layer,) = pre.model().layers
+    x = np.random.default_rng(pre.seed).standard_normal((tokens, pre.config.hidden_size))
+    program, names = notes_prefill(layer, x, config, mode)
+    return [(layer, program, names)]
+
+
+@cocotb.test()
+async def prefill(dut):
+    """The preset's prefill of ``V4HW_TS_TOKENS`` tokens through the tile, every layer's
+    whole program, bit for bit against the golden interpreter (every tensor each command
+    wrote, each layer's whole memory)."""
+    preset = os.environ.get("V4HW_TS_PRESET", "notes")
+    tokens = int(os.environ.get("V4HW_TS_TOKENS", "16"))
+    bench = _bench(dut)
+    await _start(bench)
+    cfg = await block_config(bench)
+    wall = time.monotonic()
+    programs = prefill_programs(preset, cfg, tokens)
+    generate_s = time.monotonic() - wall
+    records = []
+    first_edge, marks = bench.timing.edge(), (len(bench.ram.reads), len(bench.ram.writes))
+    wall = time.monotonic()
+    failure, _ = await run_layers(bench, programs, records, keep_first=False)
+    fig = figures(bench, records, failure, first_edge, marks, generate_s=round(generate_s, 1),
+                  run_s=round(time.monotonic() - wall, 1), tokens=tokens)
+    report(dut, _title(f"{preset}: prefill of {tokens} tokens", cfg), records, fig)
+    assert fig["failure"] is None, fig["failure"]
+    assert fig["rtl_ops"], "no command ran on the tile"

@@ -5,8 +5,10 @@ RTL has on the tile, bit for bit against the golden interpreter.
 The build is the tile tests' own (``tests/test_tile_cocotb.py``: the same Verilog text,
 configuration name and options), so no build is added. ``make test`` runs the ``notes``
 step; ``make regress`` the 3-layer ``deepseek-v4`` step and two consecutive steps of
-each preset, the second from the memory the tile wrote in the first. ``pytest -s`` shows the
-per-stage table, the per-opcode table and the summary.
+each preset, the second from the memory the tile wrote in the first, the ``notes`` step
+under random pauses on ``m_axi_gmem`` against the same step without, and the ``notes``
+prefill of 16 tokens. ``pytest -s`` shows the per-stage table, the per-opcode table and
+the summary.
 """
 
 import json
@@ -20,16 +22,20 @@ from tests import test_tile_cocotb as tile
 TESTBENCH = "sim.tile_demo_tb"
 
 
-def run_step(preset, tmp_path, timeout_s, limit=0, steps=0):
-    """``steps`` 0: the ``decode_step`` test; else ``decode_steps`` of that many."""
+def run_step(preset, tmp_path, timeout_s, limit=0, steps=0, pause=0.0, tokens=0):
+    """``steps`` 0: the ``decode_step`` test; else ``decode_steps`` of that many;
+    ``tokens``: the ``prefill`` test of that many tokens instead. ``pause``: the
+    probability of a pause cycle on each ``m_axi_gmem`` channel."""
     report = tmp_path / "report.json"
     env = {"V4HW_TS_PRESET": preset, "V4HW_TS_LIMIT": str(limit), "V4HW_TS_REPORT": str(report),
            "V4HW_TS_P": str(SMALL["p"]), "V4HW_TS_L": str(SMALL["lanes"]),
-           "V4HW_TS_STEPS": str(steps)}
+           "V4HW_TS_STEPS": str(steps), "V4HW_TS_PAUSE": str(pause),
+           "V4HW_TS_TOKENS": str(tokens)}
+    testcase = "prefill" if tokens else "decode_steps" if steps else "decode_step"
     try:
         run_cocotb("verilator", tile.tile_verilog(), tile.TOPLEVEL, TESTBENCH,
                    config_name=tile.CONFIG_NAME,
-                   testcase="decode_steps" if steps else "decode_step",
+                   testcase=testcase,
                    gtkw_groups=tile.TILE_GTKW_GROUPS, timeout_s=timeout_s, extra_env=env,
                    **tile.VERILATOR)
     finally:
@@ -75,3 +81,29 @@ def test_tile_consecutive_steps(preset, tmp_path):
     check(out)
     assert [s["position"] for s in out["steps"]] == {"notes": [27, 28],
                                                      "deepseek-v4": [62, 63]}[preset]
+
+
+@pytest.mark.cocotb
+@pytest.mark.regress
+def test_tile_step_notes_backpressure(tmp_path):
+    """The ``notes`` step with random pauses (p = 0.25 a cycle, from the test's seed) on
+    all five ``m_axi_gmem`` channels, bit-exact, and slower than the same step without."""
+    without = run_step("notes", tmp_path, 1800)
+    check(without)
+    (tmp_path / "paused").mkdir()
+    paused = run_step("notes", tmp_path / "paused", 3600, pause=0.25)
+    check(paused)
+    assert paused["figures"]["pause"] == 0.25
+    a, b = without["figures"], paused["figures"]
+    print(f"notes step: {a['cycles']} command cycles ({a['step_cycles']} in all) without "
+          f"pauses, {b['cycles']} ({b['step_cycles']}) with (seed {b['seed']})")
+    assert b["cycles"] > a["cycles"] and b["rtl_ops"] == a["rtl_ops"]
+
+
+@pytest.mark.cocotb
+@pytest.mark.regress
+def test_tile_prefill_notes(tmp_path):
+    """The ``notes`` layer's prefill of 16 tokens (positions 0..15) through the tile."""
+    out = run_step("notes", tmp_path, 7200, tokens=16)
+    check(out)
+    assert out["figures"]["tokens"] == 16

@@ -1,9 +1,11 @@
 # amaranth: UnusedElaboratable=no
 """The tile's control port in the Amaranth simulator (``hdl/tile/control.py``): the
 decoder in front of a register block per window (the MA's, VA's, MC's and migrate
-engine's maps), the tile's own registers, SLVERR outside every block, IRQ_SOURCE and
-the interrupt; and the tile's parameter checks (``hdl/tile/top.py``), which refuse a
-configuration before anything is built.
+engine's maps, and the tile's real MESH unit: the Muon register block and RBR arbiter),
+the tile's own registers, SLVERR outside every block, IRQ_SOURCE and the interrupt;
+reservations through the MESH window against the golden reservation table; and the
+tile's parameter checks (``hdl/tile/top.py``), which refuse a configuration before
+anything is built.
 
 The whole tile runs under cocotb (``tests/test_tile_cocotb.py``)."""
 
@@ -13,39 +15,56 @@ import pytest
 from amaranth.hdl import Module, Signal
 from amaranth.lib import wiring
 
+from golden.muon import ReservationModel
 from hdl.common.axi import AxiResp
 from hdl.common.regblock import RegisterBlock
 from hdl.ma import regmap as ma_regmap
 from hdl.mc import regmap as mc_regmap
+from hdl.muon import regmap as muon_regmap
+from hdl.muon.rbr import decision_lead
 from hdl.tile import migrate_regmap
 from hdl.tile import regmap as tile_regmap
 from hdl.tile.control import CLASS_NODES, IRQ_BLOCKS, TILE_VERSION, TileControl, caps_word
-from hdl.tile.top import BLOCKS, SMALL, TileTop
+from hdl.tile.top import BLOCKS, SMALL, TileTop, _MeshUnit
+from hdl.top.muon import MUON_VERSION
+from hdl.top.muon import caps_word as muon_caps
 from hdl.va import regmap as va_regmap
 from sim.blocks import descriptor
 from sim.regs import Registers
-from spec.codes import BlockId, TrafficClass
+from sim.tile_reserve import read64, reserve
+from spec.codes import BlockId, ErrorCode, TrafficClass
 from spec.tile import BLOCK_WINDOW_BITS, DEFAULT_NODES, TileBlock, base
 from tests.test_regblock import SimAxiLiteMaster, simulate
 
-MAPS = {"ma": ma_regmap, "va": va_regmap, "mc": mc_regmap, "migrate": migrate_regmap}
-IDS = {"ma": BlockId.MA, "va": BlockId.VA, "mc": BlockId.MC, "migrate": BlockId.MIGRATE}
+MAPS = {"ma": ma_regmap, "va": va_regmap, "mc": mc_regmap, "migrate": migrate_regmap,
+        "mesh": muon_regmap}
+IDS = {"ma": BlockId.MA, "va": BlockId.VA, "mc": BlockId.MC, "migrate": BlockId.MIGRATE,
+       "mesh": BlockId.MUON}
 INFO = dict(cols=2, rows=2, data_width=128, nodes=DEFAULT_NODES, ma_p=4, va_l=8,
             va_fn_lanes=8, mc_channels=2, flit_bits=145, credits=32)
 # An RW register of each block's map, to write through its window.
-SCRATCH = {"ma": "M", "va": "LENGTH", "mc": "WINDOW", "migrate": "LENGTH"}
+SCRATCH = {"ma": "M", "va": "LENGTH", "mc": "WINDOW", "migrate": "LENGTH", "mesh": "MAX_AGE"}
+RESET = {"mc": 4096, "mesh": 100}     # SCRATCH's reset values (the others: 0)
+RSV_SLOTS = 2
 
 
 def _run(testbench, rng=None):
+    """The decoder with a register block of each block's map behind its window (the
+    MESH window: the tile's own :class:`_MeshUnit`, 2×2, ``RSV_SLOTS`` slots, as
+    ``dut.mesh_unit``)."""
     dut = TileControl(BLOCKS, INFO)
-    blocks = {name: RegisterBlock(MAPS[name]) for name in BLOCKS}
     top = Module()
     top.submodules.control = dut
     now = Signal(64)
     top.d.sync += now.eq(now + 1)
     top.d.comb += dut.now.eq(now)
-    for name, regs in blocks.items():
-        top.submodules[name] = regs
+    for name in BLOCKS:
+        if name == "mesh":
+            top.submodules.mesh = dut.mesh_unit = unit = _MeshUnit(2, 2, RSV_SLOTS)
+            wiring.connect(top, dut.mesh, unit.bus)
+            top.d.comb += unit.now.eq(now)
+            continue
+        top.submodules[name] = regs = RegisterBlock(MAPS[name])
         wiring.connect(top, getattr(dut, name), regs.bus)
         top.d.comb += regs.id.block.eq(IDS[name])
 
@@ -92,7 +111,7 @@ def test_tile_registers():
         windows = [TileBlock.TILE, *BLOCKS.values()]
         assert caps == caps_word(windows, 2, 2, 128)
         assert descriptor("tile").decode_caps(caps) == {
-            "WINDOWS": 0b11111, "COLS": 2, "ROWS": 2, "BUS_BYTES": 16}
+            "WINDOWS": 0b111111, "COLS": 2, "ROWS": 2, "BUS_BYTES": 16}
         nodes = await regs.read_fields("NODES")
         assert nodes == {name.upper(): x | y << 4 for name, (x, y) in DEFAULT_NODES.items()}
         assert await regs.read_fields("PARAMS") == {"MA_P": 4, "VA_L": 8, "VA_FN_LANES": 8,
@@ -121,7 +140,7 @@ def test_outside_every_block_slverr(seed):
 
     async def bench(ctx, master, dut, now):
         empty = [w for w in range(16) if w not in (TileBlock.TILE, *BLOCKS.values())]
-        assert TileBlock.MESH in empty and TileBlock.SEQUENCER in empty
+        assert TileBlock.SEQUENCER in empty and TileBlock.MESH not in empty
         for window in empty:
             for offset in (0, 4 * rng.randrange(1 << 14)):
                 addr = window << BLOCK_WINDOW_BITS | offset
@@ -129,8 +148,7 @@ def test_outside_every_block_slverr(seed):
                 assert await master.read_word(addr) == (0, AxiResp.SLVERR)
         # The blocks behind are untouched and still answer.
         for name in BLOCKS:
-            assert await _regs(master, name).read(SCRATCH[name]) == (
-                4096 if name == "mc" else 0), name
+            assert await _regs(master, name).read(SCRATCH[name]) == RESET.get(name, 0), name
     _run(bench, rng)
 
 
@@ -144,7 +162,7 @@ def test_random_accesses_against_a_model():
         for _ in range(120):
             name = rng.choice([*BLOCKS, None])
             if name is None:
-                addr = rng.choice([TileBlock.MESH, TileBlock.SEQUENCER, 9, 15]) << 16
+                addr = rng.choice([TileBlock.SEQUENCER, 7, 9, 15]) << 16
                 if rng.random() < 0.5:
                     assert await master.write_word(addr, 1) == AxiResp.SLVERR
                 else:
@@ -181,6 +199,54 @@ def test_irq_source_and_interrupt():
     _run(bench)
 
 
+def test_mesh_reservations():
+    """The MESH window: the Muon block's ID and CAPS, RSV_LEAD; a granted reservation
+    (its slot on the unit's ``slots``, to the mesh), an overlapping one refused with
+    retry_after, the same flow asked again at retry_after granted, a third refused
+    FULL with the cycle the first slot frees, a bad request BAD_COMMAND; every answer
+    as the golden table's, DONE's interrupt; BAD_DST counts a router's drop."""
+    ma, va, mc = DEFAULT_NODES["ma"], DEFAULT_NODES["va"], DEFAULT_NODES["mc"]
+
+    async def bench(ctx, master, dut, now):
+        regs = _regs(master, "mesh")
+        unit = dut.mesh_unit
+        model = ReservationModel(2, 2, RSV_SLOTS)
+        assert await regs.read_fields("ID") == {"BLOCK": BlockId.MUON, "VERSION": MUON_VERSION}
+        assert await regs.read("CAPS") == muon_caps(2, 2, RSV_SLOTS, 8, 4)
+        assert await regs.read("RSV_LEAD") == decision_lead(RSV_SLOTS, 2, 2) == model.lead
+        await regs.write_fields("IRQ_ENABLE", done=1, error=1)
+        start = ctx.get(now) + 400
+        first = await reserve(regs, model, ma, mc, start, 60, 20)
+        assert first.granted and not first.full and first.req_cycle < first.grant_cycle
+        assert ctx.get(unit.interrupt)
+        await regs.write_fields("IRQ_STATUS", done=1, error=1)
+        assert not ctx.get(unit.interrupt)
+        slot = [s for s in ctx.get(unit.slots) if s.valid]
+        assert [(s.src_x, s.src_y, s.dst_x, s.dst_y, s.start, s.duration, s.id)
+                for s in slot] == [(*ma, *mc, start, 60, first.id)]
+        # The VA's flow to the MC shares the MA's last two links: refused with the
+        # earliest start that fits; asked again at that start, granted.
+        refused = await reserve(regs, model, va, mc, start + 10, 30, 30)
+        assert not refused.granted and not refused.full and refused.retry_after > start + 10
+        again = await reserve(regs, model, va, mc, refused.retry_after, 30, 30)
+        assert again.granted and again.id != first.id
+        full = await reserve(regs, model, DEFAULT_NODES["migrate"], mc,
+                             ctx.get(now) + 100, 10, 10)
+        assert full.full and not full.granted and full.retry_after == start + 1 + 2 * 2 + 60
+        assert await reserve(regs, model, ma, mc, start, 0, 0) is None
+        assert await regs.read("ERROR") == ErrorCode.BAD_COMMAND
+        assert await read64(regs, "RSV_REQ_CYCLE") == full.req_cycle    # not taken
+        # BAD_DST: a drop at a router's port.
+        assert await regs.read("BAD_DST") == 0
+        ctx.set(unit.dropped[1].valid, 1)
+        ctx.set(unit.dropped[1].payload.bad_dst, 1)
+        await ctx.tick()
+        ctx.set(unit.dropped[1].valid, 0)
+        assert await regs.read("BAD_DST") == 1
+        assert [await regs.read(f"DROPPED_{c}") for c in range(8)] == [0] * 8
+    _run(bench)
+
+
 @pytest.mark.parametrize("args, message", [
     (dict(p=3), "power of two"),
     (dict(lanes=4), "narrower than"),
@@ -190,6 +256,8 @@ def test_irq_source_and_interrupt():
     (dict(flit_bits=120), "at least 145"),
     (dict(data_width=96), "64, 128, 256 or 512"),
     (dict(prefetch_lines=3), "power of two"),
+    (dict(rsv_slots=0), "RBR slots must be in 1..32"),
+    (dict(rsv_slots=True), "RSV_SLOTS must be an integer"),
 ])
 def test_bad_parameters_are_one_value_error(args, message):
     with pytest.raises(ValueError, match=message) as info:

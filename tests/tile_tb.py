@@ -17,14 +17,16 @@ import cocotb
 import numpy as np
 
 from golden.ma import gemm as golden_gemm
+from golden.muon import ReservationModel
 from golden.va import MemoryWindow, VaCommand, execute
 from hdl.common.axi import AxiResp
 from sim.ma_driver import Command, MaBench
 from sim.seed import test_seed
 from sim.tile_driver import TileBench
+from sim.tile_reserve import reserve
 from sim.va_driver import VaBench
 from spec.codes import BlockId, ErrorCode, MaMode, TrafficClass, VaOpcode
-from spec.tile import TileBlock
+from spec.tile import DEFAULT_NODES, TileBlock
 
 ICARUS = cocotb.SIM_NAME.lower().startswith("icarus")
 P, L, BUS = 4, 8, 16
@@ -157,10 +159,10 @@ async def migrate_copy(dut):
 
 @cocotb.test()
 async def outside_windows(dut):
-    """Reads and writes outside every block (MESH, SEQUENCER, the free windows, a hole
-    in the tile's own map) answer SLVERR; reads return 0; the blocks are unaffected."""
+    """Reads and writes outside every block (SEQUENCER, the free windows, a hole in the
+    tile's own map) answer SLVERR; reads return 0; the blocks are unaffected."""
     bench, rng = await new_tile(dut)
-    for window in (TileBlock.MESH, TileBlock.SEQUENCER, 7, 15):
+    for window in (TileBlock.SEQUENCER, 7, 15):
         addr = window << 16 | 4 * rng.randrange(1 << 14)
         resp = await bench.axil.write(addr, rng.randbytes(4))
         assert AxiResp(int(resp.resp)) == AxiResp.SLVERR, f"write at {addr:#x}: {resp.resp}"
@@ -198,6 +200,46 @@ async def interrupt_source(dut):
     assert await regs.read_fields("IRQ_SOURCE") == {"MA": 1, "VA": 0, "MC": 0, "MIGRATE": 0}
     await ma.write_fields("IRQ_STATUS", done=1, error=1)
     assert await regs.read("IRQ_SOURCE") == 0 and not int(dut.interrupt.value)
+
+
+@cocotb.test()
+async def reservations(dut):
+    """The MESH window's RBR arbiter: a reservation of the MA's flow to the MC granted;
+    the VA's flow, which shares its last two links, refused with retry_after; the VA's
+    asked again at retry_after, granted (every answer as golden.muon's table). Then a
+    VA SILU runs across the VA flow's window (its memory packets, best effort, wait out
+    the window on the reserved links and are never dropped): its memory window against
+    golden.va, and no drop counted."""
+    bench, rng = await new_tile(dut)
+    regs = bench.block_regs("mesh")
+    slots = (await regs.read("CAPS") >> 8) & 0xFF
+    model = ReservationModel(2, 2, slots)
+    assert await regs.read("RSV_LEAD") == model.lead
+    ma, va, mc = DEFAULT_NODES["ma"], DEFAULT_NODES["va"], DEFAULT_NODES["mc"]
+    start = bench.now() + 1000
+    first = await reserve(regs, model, ma, mc, start, 200, 100)
+    assert first.granted, first
+    refused = await reserve(regs, model, va, mc, start + 50, 100, 100)
+    assert not refused.granted and not refused.full and refused.retry_after > start + 50
+    again = await reserve(regs, model, va, mc, refused.retry_after, 100, 100)
+    assert again.granted and again.id != first.id, again
+    print(f"PERF reservations granted id {first.id} at {start}, refused retry_after "
+          f"{refused.retry_after}, granted id {again.id} at {refused.retry_after}; "
+          f"answers {first.grant_cycle - first.req_cycle} / "
+          f"{refused.grant_cycle - refused.req_cycle} / {again.grant_cycle - again.req_cycle} "
+          f"cycles after the request")
+    va_bench = bench.va
+    wait = refused.retry_after - 40 - bench.now()
+    assert wait > 0, f"the requests took too long: {-wait} cycles past the VA's window"
+    await bench.cycles(wait)
+    began = bench.now()
+    assert (await va_bench.check(silu(va_bench, rng, 512))).code == ErrorCode.NONE
+    ended = bench.now()
+    print(f"PERF reservations silu_512 across the VA flow's window: {ended - began} cycles "
+          f"(began {began}, window {refused.retry_after}..{refused.retry_after + 100})")
+    assert ended > refused.retry_after + 100, "the SILU ended before the window closed"
+    assert await regs.read("BAD_DST") == 0
+    assert [await regs.read(f"DROPPED_{c}") for c in range(8)] == [0] * 8
 
 
 async def _wait_done(regs, what, max_cycles, bench):

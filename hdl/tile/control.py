@@ -3,8 +3,8 @@ register block, and the tile's own registers (window TILE, ``hdl/tile/tile.rdl``
 
 The windows are :mod:`spec.tile`'s: an access at byte address ``a`` of the tile's
 ``s_axi_control`` (``CONTROL_ADDR_BITS`` = 20 bits) goes to window ``a >> 16``, at offset
-``a & 0xFFFF`` of that block's own 16-bit map. A window no block answers (and MESH and
-SEQUENCER, which are not built) answers SLVERR: a read returns 0, a write changes nothing.
+``a & 0xFFFF`` of that block's own 16-bit map. A window no block answers (SEQUENCER, which is
+not built, and windows 7..15) answers SLVERR: a read returns 0, a write changes nothing.
 
 :class:`ControlDecoder` protocol (reads and writes are independent, one of each in
 flight, as the register blocks behind it):
@@ -38,7 +38,7 @@ __all__ = ["TILE_VERSION", "ControlDecoder", "TileControl", "IRQ_BLOCKS", "CLASS
 
 TILE_VERSION = 1
 WINDOWS = 1 << (CONTROL_ADDR_BITS - BLOCK_WINDOW_BITS)
-IRQ_BLOCKS = ("ma", "va", "mc", "migrate")
+IRQ_BLOCKS = ("ma", "va", "mc", "migrate", "mesh")
 """The blocks whose interrupts the tile ORs (IRQ_SOURCE has a bit for each, at its window)."""
 CLASS_NODES = ("ma", "va", "migrate")
 """The requester nodes whose traffic class is a field of TRAFFIC_CLASS."""

@@ -179,8 +179,8 @@ REGISTERS = (
         "access": "RO",
         "read_strobe": False,
         "description": ("Which blocks hold their interrupt line high now: bit w is window "
-                        "w's block (spec.tile.TileBlock: bit 1 MA, 2 VA, 3 MC, 4 MIGRATE). "
-                        "The tile's interrupt is the OR of these bits; each block's "
+                        "w's block (spec.tile.TileBlock: bit 1 MA, 2 VA, 3 MC, 4 MIGRATE, 5 "
+                        "MESH). The tile's interrupt is the OR of these bits; each block's "
                         "IRQ_STATUS clears its own."),
         "fields": (
             {"name": "MA", "lsb": 1, "width": 1, "access": "RO", "reset": None, "encode": None,
@@ -191,6 +191,8 @@ REGISTERS = (
              "description": "The MC's interrupt."},
             {"name": "MIGRATE", "lsb": 4, "width": 1, "access": "RO", "reset": None, "encode": None,
              "description": "The cache-migrate engine's interrupt."},
+            {"name": "MESH", "lsb": 5, "width": 1, "access": "RO", "reset": None, "encode": None,
+             "description": "The mesh's interrupt (a reservation request answered)."},
         ),
     },
     {

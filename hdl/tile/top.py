@@ -17,8 +17,10 @@ Inside (:class:`TileTop`):
   standalone top's register wiring, :func:`hdl.top.ma.connect_registers` and its VA and MC
   twins) and the :class:`~hdl.tile.migrate.MigrateEngine`;
 * a ``cols`` × ``rows`` :class:`~hdl.muon.mesh.Mesh` without TSP's stale drop (memory
-  traffic is never lost), one reservation slot, never granted (no RBR arbiter yet); the
-  nodes are :data:`spec.tile.DEFAULT_NODES`;
+  traffic is never lost) with ``rsv_slots`` reservation slots, and its register block
+  and RBR arbiter (:class:`~hdl.muon.rbr.ReservationTable`) at the MESH window, wired as
+  on the Muon standalone top (:func:`hdl.top.muon.connect_registers`); the nodes are
+  :data:`spec.tile.DEFAULT_NODES`;
 * a :class:`~hdl.tile.ni.RequesterNi` on the memory port of the MA, the VA and the
   migrate engine, at their nodes, of the class their TRAFFIC_CLASS field says, and a
   :class:`~hdl.tile.memni.MemoryNi` at the MC's node on two of its client channels (0
@@ -43,9 +45,13 @@ from hdl.mc import regmap as mc_regmap
 from hdl.mc.channel import ClientChannelSignature
 from hdl.mc.core import McCore
 from hdl.mc.prefetch import check_lines
+from hdl.muon import regmap as muon_regmap
+from hdl.muon.layouts import DropSignature
 from hdl.muon.mesh import Mesh, node_index
+from hdl.muon.rbr import ReservationTable, check_rbr_parameters
 from hdl.top import ma as ma_top
 from hdl.top import mc as mc_top
+from hdl.top import muon as muon_top
 from hdl.top import va as va_top
 from hdl.top.shared import connect_core_command, report_command
 from hdl.va import regmap as va_regmap
@@ -72,11 +78,12 @@ NI_WR_OUTSTANDING = 4
 MIN_CREDITS = NI_WR_CHUNK + NI_CREDIT_BATCH
 MESH_SIDES = range(2, 9)
 BLOCKS = {"ma": TileBlock.MA, "va": TileBlock.VA, "mc": TileBlock.MC,
-          "migrate": TileBlock.MIGRATE}
-"""The windows the tile decodes besides TILE (MESH and SEQUENCER answer SLVERR)."""
+          "migrate": TileBlock.MIGRATE, "mesh": TileBlock.MESH}
+"""The windows the tile decodes besides TILE (SEQUENCER answers SLVERR)."""
+BE_DEPTH, RSV_DEPTH = 8, 4     # the mesh's buffers: hdl.muon.mesh.Mesh's defaults
 
 DEFAULT = dict(p=8, lanes=32, fn_lanes=None, data_width=128, cols=2, rows=2,
-               flit_bits=None, credits=32, prefetch_lines=32)
+               flit_bits=None, credits=32, prefetch_lines=32, rsv_slots=2)
 """The demo's configuration."""
 SMALL = dict(DEFAULT, p=4, lanes=8)
 """The tests' configuration: MA P=4, VA L=8, 128-bit bus."""
@@ -88,7 +95,7 @@ def _integer(name, value):
 
 
 def check_parameters(p, lanes, fn_lanes, data_width, cols, rows, flit_bits, credits,
-                     prefetch_lines):
+                     prefetch_lines, rsv_slots=2):
     """One ``ValueError`` line for the first parameter the tile does not build."""
     check_ma(p, data_width)
     check_va(lanes, data_width, fn_lanes)
@@ -105,6 +112,8 @@ def check_parameters(p, lanes, fn_lanes, data_width, cols, rows, flit_bits, cred
         raise ValueError(f"CREDITS must be in {MIN_CREDITS}..{MAX_CREDITS} (a whole write "
                          f"packet and a credit batch), not {credits}")
     check_lines(prefetch_lines)
+    _integer("RSV_SLOTS", rsv_slots)
+    check_rbr_parameters(rsv_slots)
     check_migrate(data_width, 16, 8)
 
 
@@ -172,6 +181,40 @@ class _McUnit(wiring.Component):
         return m
 
 
+class _MeshUnit(wiring.Component):
+    """The Muon register block and RBR arbiter on the tile's timebase: ``bus``,
+    ``slots`` (the reservation table, to the mesh), ``dropped`` (the routers' drop
+    ports, for DROPPED_<class> and BAD_DST), ``max_age`` (MAX_AGE), ``now``,
+    ``interrupt``."""
+
+    def __init__(self, cols, rows, slots):
+        self.cols, self.rows, self.n_slots = cols, rows, slots
+        self.table = ReservationTable(cols, rows, slots)
+        super().__init__({
+            "bus": In(AXI4LiteSignature(BLOCK_WINDOW_BITS, 32)),
+            "slots": Out(self.table.slots.shape()),
+            "dropped": In(DropSignature()).array(cols * rows),
+            "max_age": Out(32),
+            "now": In(64),
+            "interrupt": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.regs = regs = RegisterBlock(muon_regmap)
+        m.submodules.time = time = _SharedTime()
+        m.submodules.status = status = CommandStatus()
+        m.submodules.rbr = rbr = self.table
+        wiring.connect(m, wiring.flipped(self.bus), regs.bus)
+        m.d.comb += [time.now.eq(self.now), self.slots.eq(rbr.slots),
+                     self.max_age.eq(regs.max_age.cycles)]
+        drive_common_registers(m, regs, time, BlockId.MUON, muon_top.MUON_VERSION,
+                               muon_top.caps_word(self.cols, self.rows, self.n_slots,
+                                                  BE_DEPTH, RSV_DEPTH))
+        muon_top.connect_registers(m, self, regs, status, rbr, time, list(self.dropped))
+        return m
+
+
 class TileTop(wiring.Component):
     """The integrated tile (see the module docstring).
 
@@ -179,19 +222,20 @@ class TileTop(wiring.Component):
     ``data_width`` (every block's memory bus and ``m_axi_gmem``: 64, 128, 256 or 512),
     ``cols`` × ``rows`` (the mesh, 2..8 each), ``flit_bits`` (flit data bits, at least
     :func:`hdl.tile.packets.min_flit_data_bits`, None: that minimum, DATA_WIDTH + 17 for
-    128 bits), ``credits`` (flit credits of each requester NI, 24..255) and
-    ``prefetch_lines`` (the MC's prefetch buffer). Each is checked at construction: one
-    ``ValueError`` line for the first bad one.
+    128 bits), ``credits`` (flit credits of each requester NI, 24..255),
+    ``prefetch_lines`` (the MC's prefetch buffer) and ``rsv_slots`` (the mesh's
+    reservation slots, 1..32). Each is checked at construction: one ``ValueError`` line
+    for the first bad one.
     """
 
     def __init__(self, *, p=8, lanes=32, fn_lanes=None, data_width=128, cols=2, rows=2,
-                 flit_bits=None, credits=32, prefetch_lines=32):
+                 flit_bits=None, credits=32, prefetch_lines=32, rsv_slots=2):
         check_parameters(p, lanes, fn_lanes, data_width, cols, rows, flit_bits, credits,
-                         prefetch_lines)
+                         prefetch_lines, rsv_slots)
         self.p, self.lanes, self.data_width = p, lanes, data_width
         self.fn_lanes = data_width // 16 if fn_lanes is None else fn_lanes
         self.cols, self.rows, self.credits = cols, rows, credits
-        self.prefetch_lines = prefetch_lines
+        self.prefetch_lines, self.rsv_slots = prefetch_lines, rsv_slots
         self.flit_bits = min_flit_data_bits(data_width) if flit_bits is None else flit_bits
         self.nodes = dict(DEFAULT_NODES)
         super().__init__({
@@ -229,17 +273,22 @@ class TileTop(wiring.Component):
             "migrate": MigrateEngine(dw),
         }
         mc = _McUnit(MC_CHANNELS, dw, self.prefetch_lines)
-        for name, unit in (*units.items(), ("mc", mc)):
-            m.submodules[name] = unit
+        mesh_regs = _MeshUnit(self.cols, self.rows, self.rsv_slots)
+        for name, unit in (*units.items(), ("mc", mc), ("mesh", mesh_regs)):
+            m.submodules["muon" if name == "mesh" else name] = unit     # "mesh": the routers
             wiring.connect(m, getattr(control, name), unit.bus)
             m.d.comb += [unit.now.eq(timebase.now),
                          getattr(control, f"irq_{name}").eq(unit.interrupt)]
         m.d.comb += self.interrupt.eq(control.interrupt)
 
         # The mesh and the network interfaces.
-        m.submodules.mesh = mesh = Mesh(self.cols, self.rows, slots=1, flit_data_bits=fb,
-                                        stale_drop=False)
-        m.d.comb += [mesh.now.eq(timebase.now), mesh.max_age.eq(0)]
+        m.submodules.mesh = mesh = Mesh(self.cols, self.rows, slots=self.rsv_slots,
+                                        be_depth=BE_DEPTH, rsv_depth=RSV_DEPTH,
+                                        flit_data_bits=fb, stale_drop=False)
+        m.d.comb += [mesh.now.eq(timebase.now), mesh.max_age.eq(mesh_regs.max_age),
+                     mesh.slots.eq(mesh_regs.slots)]
+        for n in range(self.cols * self.rows):
+            wiring.connect(m, mesh.dropped[n], mesh_regs.dropped[n])
         mc_node = self.nodes["mc"]
 
         def attach(ni, node):

@@ -17,7 +17,7 @@ from hdl.muon.router import check_router_parameters
 from hdl.top.shared import report_command
 from spec.codes import BlockId, ErrorCode
 
-__all__ = ["MUON_VERSION", "MuonTop", "caps_word", "check_parameters"]
+__all__ = ["MUON_VERSION", "MuonTop", "caps_word", "check_parameters", "connect_registers"]
 
 MUON_VERSION = 1
 
@@ -73,52 +73,57 @@ class MuonTop(wiring.Component):
         drive_common_registers(m, regs, timebase, BlockId.MUON, MUON_VERSION,
                                caps_word(self.cols, self.rows, self.slots, self.be_depth,
                                          self.rsv_depth))
-        m.d.comb += [
-            regs.rsv_lead.cycles.eq(rbr.lead),
-            mesh.now.eq(timebase.now), mesh.max_age.eq(regs.max_age.cycles),
-            mesh.slots.eq(rbr.slots), rbr.now.eq(timebase.now),
-        ]
-        self._counters(m, regs, mesh)
-
-        # A reservation request is the block's command.
-        rq = rbr.request
-        m.d.comb += [
-            rq.src_x.eq(regs.rsv_src.x), rq.src_y.eq(regs.rsv_src.y),
-            rq.dst_x.eq(regs.rsv_dst.x), rq.dst_y.eq(regs.rsv_dst.y),
-            rq.start.eq(regs.rsv_start_lo.value | regs.rsv_start_hi.value << 32),
-            rq.duration.eq(regs.rsv_duration.cycles), rq.bandwidth.eq(regs.rsv_bandwidth.flits),
-            status.start.eq(regs.request.request),
-            status.refuse_code.eq(rbr.refuse * ErrorCode.BAD_COMMAND),
-            rbr.launch.eq(status.launch), status.finish.eq(rbr.done),
-        ]
-        report_command(m, self, regs, status, timebase, cycle_counter=False)
-        m.d.comb += [
-            regs.rsv_result.granted.eq(rbr.result.granted),
-            regs.rsv_result.full.eq(rbr.result.full), regs.rsv_result.id.eq(rbr.result.id),
-            regs.rsv_retry_lo.value.eq(rbr.result.retry_after[:32]),
-            regs.rsv_retry_hi.value.eq(rbr.result.retry_after[32:]),
-        ]
-        req_cycle, grant_cycle = Signal(64), Signal(64)
-        with m.If(status.launch):
-            m.d.sync += req_cycle.eq(timebase.now)
-        with m.If(rbr.done):
-            m.d.sync += grant_cycle.eq(timebase.now)
-        m.d.comb += [regs.rsv_req_cycle_lo.value.eq(req_cycle[:32]),
-                     regs.rsv_req_cycle_hi.value.eq(req_cycle[32:]),
-                     regs.rsv_grant_cycle_lo.value.eq(grant_cycle[:32]),
-                     regs.rsv_grant_cycle_hi.value.eq(grant_cycle[32:])]
+        m.d.comb += [mesh.now.eq(timebase.now), mesh.max_age.eq(regs.max_age.cycles),
+                     mesh.slots.eq(rbr.slots)]
+        connect_registers(m, self, regs, status, rbr, timebase,
+                          [mesh.dropped[n] for n in range(self.cols * self.rows)])
         return m
 
-    def _counters(self, m, regs, mesh):
-        """DROPPED_<class> (TSP drops) and BAD_DST: every drop of every router counts."""
-        nodes = range(self.cols * self.rows)
-        for cls in range(1 << CLASS_BITS):
-            counter = Signal(32, name=f"dropped_{cls}")
-            hits = [mesh.dropped[n].valid & ~mesh.dropped[n].payload.bad_dst
-                    & (mesh.dropped[n].payload.header.cls == cls) for n in nodes]
-            m.d.sync += counter.eq(counter + sum(hits))
-            m.d.comb += getattr(regs, f"dropped_{cls}").count.eq(counter)
-        bad = Signal(32, name="bad_dst")
-        m.d.sync += bad.eq(bad + sum(mesh.dropped[n].valid & mesh.dropped[n].payload.bad_dst
-                                     for n in nodes))
-        m.d.comb += regs.bad_dst.count.eq(bad)
+
+def connect_registers(m, top, regs, status, rbr, timebase, dropped):
+    """The Muon register block's wiring (shared with the tile's MESH window): the
+    reservation request as the block's command (RSV_* into ``rbr``, STATUS, RSV_RESULT,
+    RSV_RETRY, RSV_REQ_CYCLE, RSV_GRANT_CYCLE, ``top.interrupt``), RSV_LEAD, and the
+    DROPPED_<class> and BAD_DST counters of the routers' drop ports ``dropped``."""
+    m.d.comb += [regs.rsv_lead.cycles.eq(rbr.lead), rbr.now.eq(timebase.now)]
+    _counters(m, regs, dropped)
+
+    # A reservation request is the block's command.
+    rq = rbr.request
+    m.d.comb += [
+        rq.src_x.eq(regs.rsv_src.x), rq.src_y.eq(regs.rsv_src.y),
+        rq.dst_x.eq(regs.rsv_dst.x), rq.dst_y.eq(regs.rsv_dst.y),
+        rq.start.eq(regs.rsv_start_lo.value | regs.rsv_start_hi.value << 32),
+        rq.duration.eq(regs.rsv_duration.cycles), rq.bandwidth.eq(regs.rsv_bandwidth.flits),
+        status.start.eq(regs.request.request),
+        status.refuse_code.eq(rbr.refuse * ErrorCode.BAD_COMMAND),
+        rbr.launch.eq(status.launch), status.finish.eq(rbr.done),
+    ]
+    report_command(m, top, regs, status, timebase, cycle_counter=False)
+    m.d.comb += [
+        regs.rsv_result.granted.eq(rbr.result.granted),
+        regs.rsv_result.full.eq(rbr.result.full), regs.rsv_result.id.eq(rbr.result.id),
+        regs.rsv_retry_lo.value.eq(rbr.result.retry_after[:32]),
+        regs.rsv_retry_hi.value.eq(rbr.result.retry_after[32:]),
+    ]
+    req_cycle, grant_cycle = Signal(64), Signal(64)
+    with m.If(status.launch):
+        m.d.sync += req_cycle.eq(timebase.now)
+    with m.If(rbr.done):
+        m.d.sync += grant_cycle.eq(timebase.now)
+    m.d.comb += [regs.rsv_req_cycle_lo.value.eq(req_cycle[:32]),
+                 regs.rsv_req_cycle_hi.value.eq(req_cycle[32:]),
+                 regs.rsv_grant_cycle_lo.value.eq(grant_cycle[:32]),
+                 regs.rsv_grant_cycle_hi.value.eq(grant_cycle[32:])]
+
+
+def _counters(m, regs, dropped):
+    """DROPPED_<class> (TSP drops) and BAD_DST: every drop of every router counts."""
+    for cls in range(1 << CLASS_BITS):
+        counter = Signal(32, name=f"dropped_{cls}")
+        hits = [d.valid & ~d.payload.bad_dst & (d.payload.header.cls == cls) for d in dropped]
+        m.d.sync += counter.eq(counter + sum(hits))
+        m.d.comb += getattr(regs, f"dropped_{cls}").count.eq(counter)
+    bad = Signal(32, name="bad_dst")
+    m.d.sync += bad.eq(bad + sum(d.valid & d.payload.bad_dst for d in dropped))
+    m.d.comb += regs.bad_dst.count.eq(bad)

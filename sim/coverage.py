@@ -295,13 +295,12 @@ def _summarise(points, verilog_of):
     return totals, modules, files, amaranth
 
 
-def _worst(table, minimum=4):
-    """The entries of ``{name: {kind: [hit, total]}}`` with the lowest share of points hit
-    (lines and toggles together), those of at least ``minimum`` points."""
+def _worst(table, kind, minimum=4):
+    """The entries of ``{name: {kind: [hit, total]}}`` with the lowest share of ``kind``'s
+    points hit, among those with at least ``minimum`` of them."""
     scored = []
     for name, kinds in table.items():
-        hit = sum(h for h, _ in kinds.values())
-        total = sum(t for _, t in kinds.values())
+        hit, total = kinds.get(kind, (0, 0))
         if total >= minimum:
             scored.append((hit / total, -total, name))
     return [name for _, _, name in sorted(scored)[:WORST]]
@@ -361,18 +360,25 @@ def report(blocks=None, build_root=BUILD_ROOT, out_root=OUT_ROOT, html=True):
         out.append(f"{block}: {len(dats)} runs of {', '.join(builds)}")
         out.append(f"  lines   {_percent(*totals['line'])}")
         out.append(f"  toggles {_percent(*totals['toggle'])}")
-        out.append("  worst-covered modules (lines; toggles):")
-        for module in _worst(modules):
-            kinds = modules[module]
-            out.append(f"    {module}: {_percent(*kinds['line'])}; {_percent(*kinds['toggle'])}")
+        for kind in ("line", "toggle"):
+            out.append(f"  worst-covered modules by {kind}s (lines; toggles):")
+            for module in _worst(modules, kind):
+                kinds = modules[module]
+                out.append(f"    {module}: {_percent(*kinds['line'])}; "
+                           f"{_percent(*kinds['toggle'])}")
         mapped = sum(t for kinds in files.values() for _, t in kinds.values())
         counted = sum(t for _, t in totals.values())
         out.append(f"  mapped to Amaranth lines: {mapped} of {counted} points, "
                    f"{sum(len(v) for v in amaranth.values())} (file, line) entries")
-        out.append("  worst-covered Amaranth files (lines; toggles):")
-        for file in _worst(files):
+        out.append("  worst-covered Amaranth files by lines (lines; toggles):")
+        for file in _worst(files, "line"):
             kinds = files[file]
             out.append(f"    {file}: {_percent(*kinds['line'])}; {_percent(*kinds['toggle'])}")
+        missed = sorted((file, number) for (file, number), counts in amaranth["line"].items()
+                        if min(counts) == 0)
+        shown = ", ".join(f"{file}:{number}" for file, number in missed[:8])
+        out.append(f"  Amaranth lines with a line point never hit: {len(missed)}"
+                   + (f" ({shown}{', ...' if len(missed) > 8 else ''})" if missed else ""))
         if genhtml:
             for info, target in (("verilog.info", "html-verilog"), ("amaranth.info", "html-amaranth")):
                 _run([genhtml, "--quiet", "--ignore-errors", "source",

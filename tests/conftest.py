@@ -160,7 +160,9 @@ class _ShardLayout:
         for item in items:
             item.user_properties.append(("v4hw_build_keys", sorted(plan.keys[item.nodeid])))
         path = config.getoption("shard_plan")
-        if path and not hasattr(config, "workerinput"):
+        # Under xdist the controller collects nothing: its first worker writes the plan.
+        worker = getattr(config, "workerinput", {}).get("workerid")
+        if path and worker in (None, "gw0"):
             group_of = {node: index for index, group in enumerate(plan.groups) for node in group}
             Path(path).write_text(json.dumps({
                 "splits": config.option.splits,

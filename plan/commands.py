@@ -423,13 +423,14 @@ def command_list(programs, graph, result, *, phys_base=PHYS_BASE, origin=0):
 
 
 def preset_command_list(preset, config=None, *, origin=0, phys_base=PHYS_BASE,
-                        max_cycles=None):
-    """One planned decode step of tile preset ``preset``: ``(entries, plan, graph,
-    programs)``."""
+                        max_cycles=None, sequencer=None):
+    """One planned decode step of tile preset ``preset``, planned with the command
+    sequencer's timing ``sequencer`` (a :class:`plan.machine.SequencerTiming`, default
+    the tile's): ``(entries, plan, graph, programs)``."""
     from golden.program import BlockConfig, decode_steps
 
     from .dstp import DEFAULT_MAX_CYCLES, plan
-    from .lower import lower_programs, machine_for
+    from .lower import lower_programs, machine_for, with_sequencer
 
     cfg = config or BlockConfig()
     from golden.presets.tile import PRESETS
@@ -439,6 +440,7 @@ def preset_command_list(preset, config=None, *, origin=0, phys_base=PHYS_BASE,
     programs = [step for _, step in decode_steps(preset, t, cfg)]
     machine = machine_for(cfg)
     graph = lower_programs(programs, machine, token=t)
+    machine = with_sequencer(machine, programs, graph, sequencer)
     result = plan(graph, machine, max_cycles=max_cycles or DEFAULT_MAX_CYCLES)
     return command_list(programs, graph, result, phys_base=phys_base, origin=origin), \
         result, graph, programs

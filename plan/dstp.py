@@ -21,6 +21,14 @@ Resources (each a timeline of busy half-open intervals):
 3. **MC channels.** Each transfer holds one of the MC's client channels while its flits
    pass the MC's node: the injection window of an input reservation, the ejection window
    of an output one.
+4. **The command sequencer** (``machine.sequencer``, :class:`plan.machine.SequencerTiming`;
+   none: the host launches). It launches an op's commands, one entry per START (a VA
+   command's repetitions each), ``slot`` cycles apart from the op's start; entry k needs
+   the sequencer for its issue cycles (its register writes after the launch before it)
+   just before its launch, one entry at a time: ``[launch − issue, launch)`` windows on
+   one timeline. The op holds its block ``slot`` × entries cycles: each command's model
+   cycles and the sequencer's ``gap`` from a launch to the cycle a dependent can launch
+   (or the longest issue of a repetition).
 
 Order: ops are placed one at a time, each as early as its predecessors, its release
 (stage zero + largest dependency offset) and every resource allow, into any gap
@@ -32,7 +40,8 @@ machine give the same plan, bit for bit.
 
 The plan reports its makespan beside two lower bounds: the critical path (precedence,
 releases and the request lead alone) and the busiest resource (a block kind's cycles over
-its instances, the MC's transfer cycles over its channels, a Muon link's window cycles).
+its instances, the MC's transfer cycles over its channels, a Muon link's window cycles,
+the sequencer's issue cycles).
 """
 
 import heapq
@@ -222,6 +231,7 @@ class _Grid:
         self.slots = [Timeline() for _ in range(machine.rbr_slots)]
         self.channels = [Timeline() for _ in range(machine.mc_channels)]
         self.lead = machine.rbr_lead
+        self.sequencer = Timeline()     # the command sequencer's issue windows
         self._paths = {}
 
     def path(self, src, dst):
@@ -246,7 +256,17 @@ class _Grid:
             if t == before:
                 return t
 
-    def place(self, block, dur, rd, wr, release, max_cycles, name):
+    def sequencer_answer(self, t, issues):
+        """The earliest start from ``t`` at which every issue window of the op's entries
+        (``[launch − issue, launch)``, launch = start + offset) is free."""
+        while True:
+            before = t
+            for offset, issue in issues:
+                t = self.sequencer.fit(t + offset - issue, issue) - offset + issue
+            if t == before:
+                return t
+
+    def place(self, block, dur, rd, wr, release, max_cycles, name, issues=()):
         """Earliest start of an op on ``block``, and what it would hold there."""
         mc, node = tuple(self.machine.mc_node), tuple(block.node)
         # (direction, src, dst, offset of the reservation from the op's start, flits,
@@ -266,6 +286,8 @@ class _Grid:
         t = release
         for _, _, _, offset, _, _ in transfers:
             t = max(t, self.lead - offset)      # requests are made at cycle >= 0
+        for offset, issue in issues:
+            t = max(t, issue - offset)          # the sequencer starts issuing at cycle >= 0
         while True:
             if t + dur > max_cycles:
                 raise ScheduleInfeasible(f"op {name} cannot finish before cycle {t + dur}",
@@ -289,11 +311,15 @@ class _Grid:
                                          f"{len(self.channels)} channel(s)", max_cycles)
             if channels is None:
                 continue
+            if issues:
+                t = self.sequencer_answer(t, issues)
             if t == before:
                 return t, transfers, slots, channels
 
-    def commit(self, block, t, dur, transfers, slots, channels):
+    def commit(self, block, t, dur, transfers, slots, channels, issues=()):
         self.blocks[block.name].add(t, dur)
+        for offset, issue in issues:
+            self.sequencer.add(t + offset - issue, issue)
         reservations, held = [], []
         for (direction, src, dst, offset, flits, at_mc), slot, channel in zip(
                 transfers, slots, channels, strict=True):
@@ -355,11 +381,17 @@ def plan(graph, machine, *, max_cycles=DEFAULT_MAX_CYCLES):
     lead = machine.rbr_lead
 
     info = {}           # name -> (dur, rd, wr, release)
+    issues = {}         # name -> [(launch offset, issue cycles)] of its sequencer entries
+    seq = machine.sequencer
+    kinds = len({b.kind for b in machine.blocks})
     for op in graph.ops:
         if isinstance(op, BarrierOp):
             info[op.name] = (0, 0, 0, 0)
             continue
         dur = cycles[op.name]
+        if seq is not None:
+            slot, issues[op.name] = seq.entries(op, machine.kind_of(op), dur, kinds)
+            dur = slot * len(issues[op.name])
         read, written = op_bytes(op, graph)
         rd, wr = machine.flits(read), machine.flits(written)
         for what, flits in (("in", rd), ("out", wr)):
@@ -373,7 +405,8 @@ def plan(graph, machine, *, max_cycles=DEFAULT_MAX_CYCLES):
     finish_lb, tail = {}, {}
     for name in order:
         dur, rd, wr, release = info[name]
-        start = max([release] + [finish_lb[p] for p in preds[name]])
+        start = max([release] + [finish_lb[p] for p in preds[name]]
+                    + [issue - offset for offset, issue in issues.get(name, ())])
         if rd:
             start = max(start, lead)
         if wr:
@@ -410,6 +443,8 @@ def plan(graph, machine, *, max_cycles=DEFAULT_MAX_CYCLES):
                         link_shift[link] = max(link_shift.get(link, 0), shift)
     candidates = [(kind, -(-load // len(machine.instances(kind)))) for kind, load in loads.items()]
     candidates.append(("mc channels", -(-mc_load // machine.mc_channels)))
+    if seq is not None:
+        candidates.append(("sequencer", sum(i for ws in issues.values() for _, i in ws)))
     for link, load in link_load.items():
         port = getattr(link.port, "name", link.port).lower()
         candidates.append((f"muon ({link.x},{link.y}) {port}", load - link_shift[link]))
@@ -436,7 +471,8 @@ def plan(graph, machine, *, max_cycles=DEFAULT_MAX_CYCLES):
             best, failure = None, None
             for block in machine.instances(machine.kind_of(op)):
                 try:
-                    t, *held = grid.place(block, dur, rd, wr, earliest, max_cycles, name)
+                    t, *held = grid.place(block, dur, rd, wr, earliest, max_cycles, name,
+                                          issues.get(name, ()))
                 except ScheduleInfeasible as error:     # another instance may still fit
                     failure = failure or error
                     continue
@@ -445,7 +481,8 @@ def plan(graph, machine, *, max_cycles=DEFAULT_MAX_CYCLES):
             if best is None:
                 raise failure
             block, t, (transfers, slots, channels) = best
-            reservations, held = grid.commit(block, t, dur, transfers, slots, channels)
+            reservations, held = grid.commit(block, t, dur, transfers, slots, channels,
+                                             issues.get(name, ()))
             placed[name] = Entry(name, op.kind, block.name, t, t + dur, op.latency_bound,
                                  reservations, held)
         for s in succ[name]:

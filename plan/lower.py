@@ -44,11 +44,19 @@ from spec.codes import MaMode, VaOpcode
 
 from .errors import IRError
 from .ir import BarrierOp, DecodeOp, Dependency, Graph, PrefillOp, SparsityMask, Tensor
-from .machine import LinearLatency, Machine, MaLatency, VaLatency
+from .machine import (
+    MA_ENTRY_WRITES,
+    VA_ENTRY_WRITES,
+    LinearLatency,
+    Machine,
+    MaLatency,
+    SequencerTiming,
+    VaLatency,
+)
 
 __all__ = ["VA_OP_TYPES", "VA_MODEL_NOTE", "DTYPE_NAMES", "machine_for", "va_traffic",
            "ma_traffic", "lower_program", "lower_programs", "lower_decode", "lower_prefill",
-           "prefill_programs", "ir_name"]
+           "prefill_programs", "ir_name", "sequencer_writes", "with_sequencer"]
 
 P = ProposedVaOpcode
 # The IR's op_type (plan.machine.OP_BLOCKS) of every VA opcode a program may issue.
@@ -77,6 +85,35 @@ def ir_name(name):
     """A program tensor's name in the IR's alphabet (``#`` and other characters -> ``-``)."""
     out = _BAD.sub("-", name)
     return out if re.match(r"[A-Za-z_]", out) else "_" + out
+
+
+def sequencer_writes(programs, graph):
+    """``{op name: register writes of each of its command-list entries}`` (START
+    included; :mod:`plan.commands`): an MA command :data:`plan.machine.MA_ENTRY_WRITES`
+    (its TAT counted), a VA command's first repetition
+    :data:`plan.machine.VA_ENTRY_WRITES`, each later one START and the LO and HI
+    address registers of every operand that steps (the others hold their value). Upper
+    bounds: the list leaves out a register that already holds its value."""
+    ops = [op for op in graph.ops if not isinstance(op, BarrierOp)]
+    commands = [cmd for prog in programs for cmd in prog.commands]
+    if len(ops) != len(commands):
+        raise ValueError(f"the graph has {len(ops)} ops for {len(commands)} commands")
+    out = {}
+    for op, cmd in zip(ops, commands, strict=True):
+        if isinstance(cmd, MaCmd):
+            out[op.name] = (MA_ENTRY_WRITES,)
+        else:
+            stepping = sum(1 for o in (cmd.src, cmd.src2, cmd.src3, cmd.dst, cmd.dst2)
+                           if o is not None and o.step)
+            out[op.name] = (VA_ENTRY_WRITES,) + (1 + 2 * stepping,) * (cmd.repeat - 1)
+    return out
+
+
+def with_sequencer(machine, programs, graph, timing=None):
+    """``machine`` with the command sequencer (``timing``, by default the machine's or
+    the tile's :class:`plan.machine.SequencerTiming`) counting ``programs``' entries."""
+    timing = timing or machine.sequencer or SequencerTiming()
+    return replace(machine, sequencer=replace(timing, writes=sequencer_writes(programs, graph)))
 
 
 def machine_for(config=None, **kwargs):
@@ -250,10 +287,13 @@ def lower_programs(programs, machine, *, phase="decode", token=0, prefixes=None)
     return Graph(tuple(tensors.values()), tuple(ops), {stage: 0})
 
 
-def lower_decode(preset, position=None, config=None, mode="bf16", machine=None):
+def lower_decode(preset, position=None, config=None, mode="bf16", machine=None,
+                 sequencer=None):
     """One decode step of tile preset ``preset`` (every layer,
     :func:`golden.program.decode_steps`) as a graph of :class:`DecodeOp` of token
-    ``position`` (the preset's by default); returns ``(graph, machine)``."""
+    ``position`` (the preset's by default); returns ``(graph, machine)``, the machine
+    with the command sequencer (``sequencer``, default the tile's
+    :class:`plan.machine.SequencerTiming`) counting the step's entries."""
     from golden.presets.tile import PRESETS
 
     if preset not in PRESETS:
@@ -261,8 +301,9 @@ def lower_decode(preset, position=None, config=None, mode="bf16", machine=None):
     cfg = config or BlockConfig()
     machine = machine or machine_for(cfg)
     t = PRESETS[preset].position if position is None else position
-    steps = decode_steps(preset, t, cfg, mode)
-    return lower_programs([step for _, step in steps], machine, token=t), machine
+    programs = [step for _, step in decode_steps(preset, t, cfg, mode)]
+    graph = lower_programs(programs, machine, token=t)
+    return graph, with_sequencer(machine, programs, graph, sequencer)
 
 
 def prefill_programs(preset, tokens, config=None, mode="bf16"):

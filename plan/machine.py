@@ -22,7 +22,8 @@ from .errors import IRError
 from .ir import BarrierOp
 
 __all__ = ["LatencyModel", "MaLatency", "VaLatency", "LinearLatency", "Block", "Machine", "OP_BLOCKS",
-           "MASKED_OP_TYPES", "op_bytes"]
+           "MASKED_OP_TYPES", "op_bytes", "SequencerTiming", "MA_ENTRY_WRITES",
+           "VA_ENTRY_WRITES", "VA_REPEAT_WRITES"]
 
 # What block kind runs an op of each op_type (one block command per IR node).
 OP_BLOCKS = {
@@ -196,6 +197,77 @@ class LinearLatency(LatencyModel):
         return self.setup + -(-(read + written) // self.bytes_per_cycle)
 
 
+# Register writes of a command-list entry, START included, at most (docs/tile/sequencer.md):
+# the MA's 10 command registers and its TAT (4 entries of 3 registers, written by the first
+# MA entry of a list: every MA op is counted with them, the planner does not know which
+# one runs first), the VA's 18 command registers; a VA repetition after the first
+# rewrites only the address registers of its stepping operands (LO and HI, 2 each).
+MA_ENTRY_WRITES = 10 + 12 + 1
+VA_ENTRY_WRITES = 18 + 1
+VA_REPEAT_WRITES = 5 * 2 + 1
+
+
+@dataclass(frozen=True)
+class SequencerTiming:
+    """The tile's command sequencer as a planner resource (``hdl/tile/sequencer.py``,
+    docs/tile/sequencer.md): it launches one entry at a time, and an entry can launch
+    ``7 + deps + write_cycles · (writes − 1)`` cycles after the entry before it launched
+    (its issue), where ``write_cycles`` is 3 with a slave answering a write two cycles
+    later, plus ``decoder`` cycles through the tile's control decoder; a command of d
+    cycles launched at L has its end seen at L + 2 + decoder + d, and a dependent (or the
+    target's next entry) can launch a cycle later: ``gap`` = 3 + decoder cycles of every
+    command are the sequencer's.
+
+    ``writes`` maps an op name to the register writes of each of its entries (START
+    included, an upper bound; :func:`plan.lower.sequencer_writes` for a lowered program);
+    an op not in it counts by its block kind (:data:`MA_ENTRY_WRITES`, the VA's
+    :data:`VA_ENTRY_WRITES` then :data:`VA_REPEAT_WRITES` a repetition, ``repeat`` its
+    ``tile_shape[0]``; one entry of :data:`VA_ENTRY_WRITES` for any other kind).
+    ``extra_writes`` are writes every entry carries beyond its command's (a test bench's
+    model blocks take their duration in one). An entry's dependencies are at most one
+    per block kind (its first), one (its target's previous entry) for a repetition."""
+    decoder: int = 1
+    extra_writes: int = 0
+    writes: dict | None = None
+
+    def __post_init__(self):
+        if self.decoder < 0 or self.extra_writes < 0:
+            raise ValueError("decoder and extra_writes must be >= 0")
+
+    @property
+    def write_cycles(self):
+        return 3 + self.decoder
+
+    @property
+    def gap(self):
+        return 3 + self.decoder
+
+    def issue(self, writes, deps):
+        """Cycles from the launch of the entry before to the first cycle this can launch."""
+        return 7 + deps + self.write_cycles * (writes + self.extra_writes - 1)
+
+    def entry_writes(self, op, kind):
+        """The register writes of each entry of ``op`` (one entry per START)."""
+        if self.writes is not None and op.name in self.writes:
+            return tuple(self.writes[op.name])
+        if kind == "ma":
+            return (MA_ENTRY_WRITES,)
+        shape = tuple(op.tile_shape)
+        repeat = shape[0] if kind == "va" and len(shape) == 2 else 1
+        return (VA_ENTRY_WRITES,) + (VA_REPEAT_WRITES,) * (repeat - 1)
+
+    def entries(self, op, kind, cycles, kinds):
+        """``(slot, [(launch offset from the op's start, issue cycles)])``: the op's
+        entries launch ``slot`` cycles apart, the block is held ``slot · entries``
+        cycles (each command's cycles, ``cycles`` over its entries, and the ``gap``,
+        or the longest issue of a repetition if longer)."""
+        writes = self.entry_writes(op, kind)
+        n = len(writes)
+        issues = [self.issue(w, kinds if k == 0 else 1) for k, w in enumerate(writes)]
+        slot = max([-(-cycles // n) + self.gap] + issues[1:])
+        return slot, [(k * slot, issue) for k, issue in enumerate(issues)]
+
+
 @dataclass(frozen=True)
 class Block:
     """One block instance: its ``name``, ``kind`` (ma, va, cme) and mesh node (x, y)."""
@@ -219,7 +291,9 @@ class Machine:
     """The tile as the planner sees it. ``mesh`` is (cols, rows); the MC sits at
     ``mc_node`` with ``mc_channels`` client channels; a Muon link moves ``flit_bytes``
     a cycle; the RBR table has ``rbr_slots`` entries. The default placement is the
-    planner's assumption until the integrated tile fixes it."""
+    planner's assumption until the integrated tile fixes it. ``sequencer``: the tile's
+    command sequencer launches the ops (:class:`SequencerTiming`), or None (the host
+    does, at no cost the planner counts)."""
     blocks: tuple = field(default_factory=_default_blocks)
     models: dict = field(default_factory=_default_models)
     mesh: tuple = (2, 2)
@@ -228,6 +302,7 @@ class Machine:
     flit_bytes: int = 16
     rbr_slots: int = 8
     op_blocks: dict = field(default_factory=lambda: dict(OP_BLOCKS))
+    sequencer: SequencerTiming | None = None
 
     def __post_init__(self):
         cols, rows = self.mesh

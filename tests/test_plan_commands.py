@@ -1,6 +1,7 @@
 """The sequencer's command list made from a plan (plan/commands.py): the byte format both
 ways, the register writes against the host runtime's, the dependencies against the
-graph, the completion log's format, and ``v4hw plan --commands``."""
+graph, every entry launched on time by the sequencer's rules, the completion log's
+format, and ``v4hw plan --commands``."""
 
 import pytest
 
@@ -21,6 +22,8 @@ from plan.commands import (
     register_map,
 )
 from plan.ir import BarrierOp
+from plan.lower import machine_for
+from plan.machine import SequencerTiming
 from sim import tile_runtime as rt
 from sim.regs import Registers
 from sim.seed import test_seed
@@ -32,6 +35,11 @@ from spec.tile import TileBlock
 @pytest.fixture(scope="module")
 def notes():
     return preset_command_list("notes")
+
+
+@pytest.fixture(scope="module")
+def dsv4():
+    return preset_command_list("deepseek-v4")
 
 
 def test_json_maps_are_the_generated_ones():
@@ -128,10 +136,10 @@ def test_dependencies_follow_the_graph(notes):
         assert implied[s].get(entries[p].target, -1) >= p, (src, dst)
 
 
-def test_barriers_order_the_layers():
+def test_barriers_order_the_layers(dsv4):
     """deepseek-v4's three layers: every op after a barrier waits (through its
     dependencies) for every op before it."""
-    entries, result, graph, programs = preset_command_list("deepseek-v4")
+    entries, result, graph, programs = dsv4
     items, ops = _items(result, graph, programs)
     first, last = {}, {}
     for index, (_, i, _) in enumerate(items):
@@ -153,6 +161,56 @@ def test_barriers_order_the_layers():
         before.append(op.name)
     assert barriers == 2
     assert decode_command_list(encode_command_list(entries)) == entries
+
+
+def replay(entries, result, graph, programs, timing):
+    """Launch cycles of the list by the sequencer's rules (docs/tile/sequencer.md), each
+    command taking its share of its op's model cycles: entry i is armed at the latest of
+    its planned cycle and its issue (7 + deps + write cycles · (writes − 1)) after the
+    launch of entry i − 1, and launches once every dependency's and its target's previous
+    command's end has been seen (2 + decoder + d cycles after their launch) a cycle
+    earlier. Also checks each entry's writes and dependencies within the planner's
+    count."""
+    items, ops = _items(result, graph, programs)
+    machine = machine_for()
+    kinds = len({b.kind for b in machine.blocks})
+    seen, last_on, launches, previous = [], {}, [], None
+    for e, (_, i, r) in zip(entries, items, strict=True):
+        op = ops[i]
+        bound = timing.entry_writes(op, machine.kind_of(op))
+        assert len(e.writes) <= bound[r] and len(e.deps) <= (kinds if r == 0 else 1)
+        issue = 7 + len(e.deps) + timing.write_cycles * (len(e.writes) + timing.extra_writes
+                                                         - 1)
+        armed = e.planned if previous is None else max(e.planned, previous + issue)
+        waits = [seen[j] + 1 for j, _ in e.deps]
+        if e.target in last_on:
+            waits.append(seen[last_on[e.target]] + 1)
+        launch = max([armed] + waits)
+        d = -(-machine.cycles(op, graph) // len(bound))
+        seen.append(launch + 2 + timing.decoder + d)
+        last_on[e.target], previous = len(launches), launch
+        launches.append(launch)
+    return launches
+
+
+@pytest.mark.parametrize("timing", [None, SequencerTiming(decoder=0, extra_writes=1)],
+                         ids=["tile", "unit-bench"])
+def test_every_entry_launches_on_time(notes, timing):
+    """Planned with the sequencer's timing (the tile's: through the control decoder; the
+    unit bench's: no decoder, a DURATION write in every entry), every entry of the
+    notes step's list can launch at its planned cycle."""
+    entries, result, graph, programs = (notes if timing is None else
+                                        preset_command_list("notes", sequencer=timing))
+    launches = replay(entries, result, graph, programs, timing or SequencerTiming())
+    assert launches == [e.planned for e in entries]
+    assert result.makespan >= max(result.critical_path, result.busiest[1])
+
+
+def test_every_deepseek_v4_entry_launches_on_time(dsv4):
+    entries, result, graph, programs = dsv4
+    launches = replay(entries, result, graph, programs, SequencerTiming())
+    late = sum(1 for a, e in zip(launches, entries, strict=True) if a != e.planned)
+    assert late == 0, f"{late} of {len(entries)} entries late"
 
 
 def test_origin_shifts_every_planned_cycle(notes):

@@ -2,8 +2,10 @@
 precedence and releases kept, no two ops on one block at once, every Muon window on its
 own on each link and every RBR request granted at once when the plan's requests are
 replayed through the golden reservation table, MC channels never double-booked, the
-makespan at or above both lower bounds; determinism, class order, gap filling,
-infeasibility."""
+makespan at or above both lower bounds; with the command sequencer, its entries launched
+one at a time, each its issue cycles after the one before, and every command's cycles
+and the sequencer's between a launch and the next; determinism, class order, gap
+filling, infeasibility."""
 
 import hashlib
 import json
@@ -29,7 +31,7 @@ from plan.ir import (
     graph_from_json,
     graph_to_json,
 )
-from plan.machine import Block, LinearLatency, Machine
+from plan.machine import Block, LinearLatency, Machine, SequencerTiming
 from plan.synthetic import random_graph
 from sim.seed import test_seed
 
@@ -49,13 +51,30 @@ def verify(result, graph, machine):
     blocks = {b.name: b for b in machine.blocks}
     mc = tuple(machine.mc_node)
     per_block, per_channel, per_link, requests = {}, {}, {}, []
+    seq, launches = machine.sequencer, []
+    kinds = len({b.kind for b in machine.blocks})
     for op in graph.ops:
         e = entries[op.name]
         if isinstance(op, BarrierOp):
             assert e.block is None and e.start == e.finish
             continue
         assert blocks[e.block].kind == machine.kind_of(op)
-        assert e.finish - e.start == machine.cycles(op, graph) <= op.latency_bound
+        cycles = machine.cycles(op, graph)
+        assert cycles <= op.latency_bound
+        if seq is None:
+            assert e.finish - e.start == cycles
+        else:
+            # One entry per START, launched evenly over the op's cycles (as
+            # plan.commands lists them); each command's share of the cycles and the
+            # sequencer's gap fit before the next launch (or the finish).
+            writes = seq.entry_writes(op, machine.kind_of(op))
+            n = len(writes)
+            at = [e.start + k * (e.finish - e.start) // n for k in range(n)] + [e.finish]
+            for k, w in enumerate(writes):
+                assert at[k + 1] - at[k] >= -(-cycles // n) + seq.gap, (op.name, k)
+                deps = kinds if k == 0 else 1
+                launches.append((at[k], 7 + deps + seq.write_cycles
+                                 * (w + seq.extra_writes - 1), op.name))
         assert e.start >= graph.stage_zero(op.stage) + max(
             [d.offset for d in op.dependency], default=0)
         per_block.setdefault(e.block, []).append((e.start, e.finish, op.name))
@@ -90,6 +109,12 @@ def verify(result, graph, machine):
                 per_link.setdefault(link, []).append((lo, hi, op.name))
     for name, intervals in per_block.items():
         _disjoint(intervals, f"block {name}")
+    # The sequencer launches in planned order, each entry its issue cycles after the
+    # launch before it (the first its issue after cycle 0).
+    launches.sort()
+    for (prev, _, a), (launch, issue, b) in zip([(0, 0, "cycle 0")] + launches, launches,
+                                                 strict=False):
+        assert launch - prev >= issue, f"{b} launches {launch - prev} cycles after {a}"
     for channel, intervals in per_channel.items():
         _disjoint(intervals, f"MC channel {channel}")
     for link, intervals in per_link.items():
@@ -141,8 +166,31 @@ def test_random_graphs_keep_every_invariant():
         graph = random_graph(rng, rng.randrange(1, 80), barriers=rng.randrange(4),
                              accumulators=rng.randrange(3))
         # Two of an op's own transfers may be live at once: 2 channels and slots at least.
-        machine = Machine(mc_channels=rng.choice([2, 4]), rbr_slots=rng.choice([2, 3, 8]))
+        machine = Machine(mc_channels=rng.choice([2, 4]), rbr_slots=rng.choice([2, 3, 8]),
+                          sequencer=rng.choice([None, SequencerTiming(),
+                                                SequencerTiming(decoder=0, extra_writes=1)]))
         verify(plan(graph, machine), graph, machine)
+
+
+def test_the_sequencer_spaces_the_launches():
+    """Short ops back to back: the sequencer's issue, not the blocks, sets the pace; the
+    plan is at or above its bound and names it."""
+    tensors = [Tensor(f"t{i}", (8, 8), "bf16") for i in range(41)]
+    ops = [DecodeOp(name=f"d{i}", op_type="elementwise", inputs=(f"t{i}",),
+                    outputs=(f"t{i + 1}",), tile_shape=(1, 64), latency_bound=100_000)
+           for i in range(0, 40, 2)]
+    graph = Graph(tuple(tensors), tuple(ops))
+    seq = SequencerTiming()
+    machine = Machine(sequencer=seq)
+    result = plan(graph, machine)
+    verify(result, graph, machine)
+    issue = seq.issue(19, 3)
+    assert result.busiest == ("sequencer", 20 * issue)
+    starts = sorted(e.start for e in result.entries)
+    assert starts[0] == issue and all(b - a >= issue for a, b in zip(starts, starts[1:],
+                                                                      strict=False))
+    plain = plan(graph, Machine())
+    assert result.makespan > plain.makespan
 
 
 def test_two_instances_of_a_block():

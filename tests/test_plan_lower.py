@@ -27,6 +27,7 @@ from plan.lower import (
     lower_program,
     lower_programs,
     machine_for,
+    with_sequencer,
 )
 from spec.codes import MaMode, VaOpcode
 from tests.test_plan_dstp import verify
@@ -44,6 +45,7 @@ def lowered(request):
     from golden.presets.tile import PRESETS as TILE
 
     graph = lower_programs(programs, machine, token=TILE[request.param].position)
+    machine = with_sequencer(machine, programs, graph)
     return request.param, programs, graph, machine, plan(graph, machine)
 
 
@@ -254,7 +256,8 @@ def test_cli_plans_a_preset(capsys):
     assert lines[0].startswith(f"preset notes: one decode step (decode_token_28_start), "
                                f"1 layer(s), {n} commands as {n} ops")
     assert lines[1].split() == ["op", "kind", "block", "start", "finish", "bound"]
-    result = plan(graph, machine_for())
+    graph, machine = lower_decode("notes")
+    result = plan(graph, machine)
     assert lines[2 + len(graph.ops)] == result.summary()
     assert lines[3 + len(graph.ops)].startswith(f"planned {n} ops in ")
     assert lines[4 + len(graph.ops)] == (
@@ -275,5 +278,5 @@ def test_preset_plan_is_the_same_across_processes(tmp_path):
                        env=os.environ | {"PYTHONHASHSEED": hash_seed})
         texts.add(out.read_text())
     assert len(texts) == 1
-    graph = lower_decode("notes")[0]
-    assert next(iter(texts)) == plan(graph, machine_for()).to_json(graph)
+    graph, machine = lower_decode("notes")
+    assert next(iter(texts)) == plan(graph, machine).to_json(graph)

@@ -35,6 +35,7 @@ from plan.commands import (
     encode_command_list,
     preset_command_list,
 )
+from plan.machine import SequencerTiming
 from sim.bfm.memport import PortMemory
 from sim.regs import Registers
 from sim.seed import test_seed
@@ -592,8 +593,11 @@ def test_a_planned_decode_step_runs_through_the_unit():
     repetitions, less the 3 from a launch to the cycle its end is seen): the log is the
     model's, every block sees exactly the list's writes for it, in order, and an entry
     is late only when the sequencer's own issue (its register writes after the launch
-    before it) or a late predecessor holds it."""
-    entries, result, graph, programs = preset_command_list("notes", origin=400)
+    before it) or a late predecessor holds it; planned with the sequencer's timing of
+    this bench, every entry is on time."""
+    # planned for this bench: no control decoder, and every entry carries one more write
+    entries, result, graph, programs = preset_command_list(
+        "notes", origin=400, sequencer=SequencerTiming(decoder=0, extra_writes=1))
     items, ops = _items(result, graph, programs)
     span = {e.op: (e.finish - e.start) for e in result.entries}
     reps = {}
@@ -617,3 +621,4 @@ def test_a_planned_decode_step_runs_through_the_unit():
     print(f"notes step through the sequencer: {len(got)} entries, {on_time} on time, "
           f"{dep_late} late for a dependency, last end at planned cycle {end} "
           f"(plan makespan {result.makespan})")
+    assert on_time == len(got)

@@ -192,13 +192,15 @@ def _point_pytest_split_at_durations(config):
 
 
 class _ShardCheck:
-    """Reports, at the end of a shard's run, each test that used a build its planned
-    group did not predict (a test ``tests/data/durations.json`` does not know yet, whose
-    node id misled :func:`sim.shards.predicted_keys`): that build may be made in another
-    shard too. ``make durations`` records the test's builds."""
+    """Reports, at the end of a shard's run, the builds it made (or waited for) and their
+    seconds, and each test that used a build its planned group did not predict (a test
+    ``tests/data/durations.json`` does not know yet, whose node id misled
+    :func:`sim.shards.predicted_keys`): that build may be made in another shard too.
+    ``make durations`` records the test's builds."""
 
     def __init__(self):
         self.surprises = []
+        self.built = {}
 
     def pytest_runtest_logreport(self, report):
         if report.when != "call":
@@ -206,12 +208,20 @@ class _ShardCheck:
         from sim import shards
 
         props = dict(report.user_properties)
+        for name, seconds in props.get("v4hw_builds", ()):
+            if seconds >= 1:
+                self.built[name] = max(self.built.get(name, 0.0), seconds)
         predicted = set(props.get("v4hw_build_keys", ()))
         used = {shards.build_key(name) for name, _ in props.get("v4hw_builds", ())}
         if used - predicted:
             self.surprises.append((report.nodeid, sorted(used - predicted)))
 
     def pytest_terminal_summary(self, terminalreporter):
+        # The builds this shard made or waited for, with their seconds: its build time.
+        made = ", ".join(f"{name} {seconds:.0f} s" for name, seconds in sorted(self.built.items()))
+        terminalreporter.write_line(
+            f"[shards] builds of this shard: {sum(self.built.values()):.0f} s"
+            + (f" ({made})" if made else ""))
         for node, keys in self.surprises:
             terminalreporter.write_line(
                 f"[shards] {node} used {', '.join(keys)}, not planned for its group: "

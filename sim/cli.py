@@ -478,7 +478,7 @@ def build_parser():
                    help="the Verilog file; - writes to standard output")
 
     sub.add_parser("regmap", add_help=False,
-                   help="register maps: `v4hw regmap BLOCK --md|--c|--json|--html`, "
+                   help="register maps: `v4hw regmap BLOCK --md|--c|--json|--html|--xml`, "
                         "`v4hw regmap --update`")
 
     p = sub.add_parser("synth", help="yosys synthesis only: LUT/FF/DSP/BRAM estimates",

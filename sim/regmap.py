@@ -9,7 +9,10 @@ Every block ``B`` with a ``hdl/B/B.rdl`` gets
 ``docs/B/regmap.h``        C header (PeakRDL-cheader)
 ``docs/B/regmap.json``     JSON export of the same data as ``regmap.py``
 ``docs/B/regmap.html``     one self-contained HTML page (ours; see :func:`render_html`)
+``docs/B/regmap.xml``      IP-XACT (IEEE 1685-2014) component (PeakRDL-ipxact)
 =========================  ==========================================================
+
+The tile's maps (:data:`IPXACT_LATER`) have no ``regmap.xml`` yet.
 
 A unit inside a block's package with a map of its own (:data:`UNIT_MAPS`: the tile's
 cache-migrate engine) has ``hdl/P/U.rdl`` and gets ``hdl/P/U_regmap.py`` and
@@ -18,7 +21,7 @@ cache-migrate engine) has ``hdl/P/U.rdl`` and gets ``hdl/P/U_regmap.py`` and
 All outputs are deterministic and committed; ``tests/test_generated.py`` fails when one
 is stale. Command line (``v4hw regmap`` or ``python -m sim.regmap``)::
 
-    v4hw regmap BLOCK [--md | --c | --json | --html | --python]   # print to stdout
+    v4hw regmap BLOCK [--md | --c | --json | --html | --xml | --python]   # print one
     v4hw regmap --update [BLOCK]                                  # rewrite committed files
     v4hw regmap --check                                           # exit 1 if any is stale
 
@@ -59,7 +62,8 @@ __all__ = ["RegmapError", "ROOT", "FORMATS", "UNIT_MAPS", "CODES_RDL", "code_enu
            "render_codes_rdl", "blocks", "rdl_source",
            "module_name", "module_path", "docs_dir", "compile_block", "build_model",
            "render_python", "render_json", "render_markdown", "render_c", "render_html",
-           "render", "generated_files", "stale_files", "update", "main"]
+           "render_ipxact", "IPXACT_LATER", "render", "extensions", "generated_files",
+           "stale_files", "update", "main"]
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -551,14 +555,40 @@ def render_html(model):
     return "".join(out)
 
 
+def render_ipxact(model, top):
+    """An IP-XACT (IEEE 1685-2014) component from PeakRDL-ipxact: one memory map, one
+    address block, the registers with their fields, resets and enumerations (the TAT
+    entries as a register file of ``dim`` 4)."""
+    from peakrdl_ipxact import IPXACTExporter
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "regmap.xml"
+        IPXACTExporter(vendor="v4hw", library="v4hw").export(top, str(path))
+        body = path.read_text(encoding="utf-8")
+    declaration, newline, rest = body.partition("\n")
+    if not declaration.startswith("<?xml"):
+        raise RegmapError("PeakRDL-ipxact wrote no XML declaration first")
+    # An XML comment may not hold "--": the note names `make regmap`, not its option.
+    note = f"<!-- Generated from {model['source']} by `make regmap`; do not edit. -->\n"
+    return declaration + newline + note + rest
+
+
+# The maps that have no IP-XACT export yet: the tile's three, whose layouts are changing.
+IPXACT_LATER = frozenset({"tile", "migrate", "sequencer"})
+
 # Command-line flag: renderer(model, top).
 FORMATS = {
     "md": render_markdown,
     "c": render_c,
     "json": lambda model, top: render_json(model),
     "html": lambda model, top: render_html(model),
+    "xml": render_ipxact,
     "python": lambda model, top: render_python(model),
 }
+
+
+def extensions(block):
+    """The extensions of the block's committed ``docs/.../regmap.*`` files."""
+    return ("md", "h", "json", "html") + (() if block in IPXACT_LATER else ("xml",))
 
 
 def render(block, fmt):
@@ -583,6 +613,8 @@ def generated_files(selected=None):
         files[f"{docs}/regmap.h"] = render_c(model, top)
         files[f"{docs}/regmap.json"] = render_json(model)
         files[f"{docs}/regmap.html"] = render_html(model)
+        if "xml" in extensions(block):
+            files[f"{docs}/regmap.xml"] = render_ipxact(model, top)
     return files
 
 
@@ -611,7 +643,6 @@ def update(selected=None):
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(files[path], encoding="utf-8", newline="\n")
     return changed + stale
-    return changed
 
 
 def main(argv=None):

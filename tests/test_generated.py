@@ -1,7 +1,8 @@
 """Committed generated files (hdl/<block>/regmap.py, docs/<block>/regmap.*) are up to date.
 
 Every file is regenerated from the SystemRDL into a temporary directory and compared
-byte for byte with the committed one.
+byte for byte with the committed one. The IP-XACT export parses and holds every register
+and field of the model; each block's CAPS fields are its descriptor's ``caps_layout``.
 """
 
 import difflib
@@ -9,11 +10,13 @@ import importlib
 import json
 import subprocess
 import sys
+import xml.etree.ElementTree as ElementTree
 
 import pytest
 from systemrdl import RDLCompiler
 
 from sim import regmap as generator
+from sim.blocks import descriptor, registry
 
 FIX = ("run `v4hw regmap --update` (until the command line is wired: "
        "`python -m sim.regmap --update`) and commit the result")
@@ -34,7 +37,7 @@ def test_there_are_blocks():
 def test_committed_files_are_up_to_date(block, tmp_path):
     files = generator.generated_files([block])
     assert sorted(files) == sorted([generator.module_path(block), *(
-        f"{generator.docs_dir(block)}/regmap.{ext}" for ext in ("md", "h", "json", "html"))])
+        f"{generator.docs_dir(block)}/regmap.{ext}" for ext in generator.extensions(block))])
     for path, text in files.items():
         fresh = tmp_path / path
         fresh.parent.mkdir(parents=True, exist_ok=True)
@@ -167,3 +170,97 @@ def test_c_registers_are_volatile(block):
                if line.startswith("    ") and line.rstrip().endswith(";")
                and "RESERVED_" not in line and "uint" in line]
     assert members and all(line.startswith("volatile uint32_t ") for line in members), members
+
+
+# The tile's map keeps CAPS as one 32-bit VALUE for now; every other block's CAPS has
+# the fields of its descriptor's caps_layout.
+CAPS_AS_ONE_WORD = {"tile"}
+
+
+@pytest.mark.parametrize("name", sorted(registry()))
+def test_caps_fields_are_the_descriptors_layout(name):
+    """CAPS in the RDL (so in the C header, the Markdown, the JSON) has the fields of
+    ``sim.blocks``' ``caps_layout``, bit for bit, and the default build's CAPS word sets
+    no bit outside them."""
+    block = descriptor(name)
+    caps = next(register for register in generator.build_model(name)["registers"]
+                if register["name"] == "CAPS")
+    fields = [(field["name"], field["lsb"], field["width"], field["access"])
+              for field in caps["fields"]]
+    if name in CAPS_AS_ONE_WORD:
+        assert fields == [("VALUE", 0, 32, "RO")]
+    else:
+        assert fields == sorted(((field.name, field.lsb, field.width, "RO")
+                                 for field in block.caps_layout), key=lambda f: f[1])
+    word = block.caps(block.defaults)
+    assert word and block.encode_caps(block.decode_caps(word)) == word
+    held = sum(((1 << width) - 1) << lsb for _, lsb, width, _ in fields)
+    assert word & ~held == 0
+
+
+def test_caps_fields_reach_the_c_header():
+    header = (generator.ROOT / "docs/ma/regmap.h").read_text()
+    for field in descriptor("ma").caps_layout:
+        mask = ((1 << field.width) - 1) << field.lsb
+        assert f"#define MA__CAPS__{field.name}_bm {mask:#x}\n" in header
+        assert f"#define MA__CAPS__{field.name}_bp {field.lsb}\n" in header
+
+
+_IPXACT = {"ipxact": "http://www.accellera.org/XMLSchema/IPXACT/1685-2014"}
+
+
+def _number(text):
+    """An IP-XACT number: ``'h2018`` or decimal."""
+    return int(text[2:], 16) if text.startswith("'h") else int(text)
+
+
+def _ipxact_registers(block_element, base=0, prefix=(), indices=()):
+    """``{name: (offset, [(field, lsb, width)])}`` of an address block or register file,
+    arrays (``dim``) unrolled and named as the model names them (``TAT_LOGIC_2``)."""
+    registers = {}
+    for element in block_element:
+        tag = element.tag.rpartition("}")[2]
+        if tag not in ("register", "registerFile"):
+            continue
+        name = element.findtext("ipxact:name", namespaces=_IPXACT)
+        offset = base + _number(element.findtext("ipxact:addressOffset", namespaces=_IPXACT))
+        dims = [int(dim.text) for dim in element.findall("ipxact:dim", _IPXACT)] or [None]
+        assert len(dims) == 1, f"{name}: one array dimension at most"
+        stride = (_number(element.findtext("ipxact:range", namespaces=_IPXACT))
+                  if tag == "registerFile" else 4)
+        for index in range(dims[0] or 1):
+            where = offset + index * stride
+            more = indices if dims[0] is None else (*indices, index)
+            if tag == "registerFile":
+                registers.update(_ipxact_registers(element, where, (*prefix, name), more))
+                continue
+            fields = [(field.findtext("ipxact:name", namespaces=_IPXACT),
+                       int(field.findtext("ipxact:bitOffset", namespaces=_IPXACT)),
+                       int(field.findtext("ipxact:bitWidth", namespaces=_IPXACT)))
+                      for field in element.findall("ipxact:field", _IPXACT)]
+            full = "_".join([*prefix, name, *(str(i) for i in more)])
+            assert full not in registers, f"two registers are named {full}"
+            registers[full] = (where, sorted(fields, key=lambda field: field[1]))
+    return registers
+
+
+@pytest.mark.parametrize("block", sorted(set(generator.blocks()) - generator.IPXACT_LATER))
+def test_ipxact_names_every_register(block):
+    """docs/<block>/regmap.xml parses as XML, is an IP-XACT 1685-2014 component of the
+    block, and holds every register of the model at its offset with its fields' bits."""
+    model = generator.build_model(block)
+    root = ElementTree.parse(generator.ROOT / f"{generator.docs_dir(block)}/regmap.xml") \
+        .getroot()
+    assert root.tag == f"{{{_IPXACT['ipxact']}}}component"
+    assert root.findtext("ipxact:name", namespaces=_IPXACT) == block
+    blocks = root.findall("ipxact:memoryMaps/ipxact:memoryMap/ipxact:addressBlock", _IPXACT)
+    assert len(blocks) == 1
+    assert _ipxact_registers(blocks[0]) == {
+        register["name"]: (register["offset"],
+                           [(field["name"], field["lsb"], field["width"])
+                            for field in register["fields"]])
+        for register in model["registers"]}
+
+
+def test_ipxact_later_are_maps():
+    assert generator.IPXACT_LATER < set(generator.blocks())

@@ -28,9 +28,18 @@ extern "C" {
 #define MA__ID__BLOCK__SEQUENCER 0x5351
 
 // reg - ma.CAPS
-#define MA__CAPS__VALUE_bm 0xffffffff
-#define MA__CAPS__VALUE_bp 0
-#define MA__CAPS__VALUE_bw 32
+#define MA__CAPS__P_bm 0xff
+#define MA__CAPS__P_bp 0
+#define MA__CAPS__P_bw 8
+#define MA__CAPS__BUS_BYTES_bm 0xff00
+#define MA__CAPS__BUS_BYTES_bp 8
+#define MA__CAPS__BUS_BYTES_bw 8
+#define MA__CAPS__MAX_DIM_bm 0xff0000
+#define MA__CAPS__MAX_DIM_bp 16
+#define MA__CAPS__MAX_DIM_bw 8
+#define MA__CAPS__TAT_ENTRIES_bm 0xf000000
+#define MA__CAPS__TAT_ENTRIES_bp 24
+#define MA__CAPS__TAT_ENTRIES_bw 4
 
 // reg - ma.STATUS
 #define MA__STATUS__BUSY_bm 0x1

@@ -28,9 +28,18 @@ extern "C" {
 #define MC__ID__BLOCK__SEQUENCER 0x5351
 
 // reg - mc.CAPS
-#define MC__CAPS__VALUE_bm 0xffffffff
-#define MC__CAPS__VALUE_bp 0
-#define MC__CAPS__VALUE_bw 32
+#define MC__CAPS__CHANNELS_bm 0xf
+#define MC__CAPS__CHANNELS_bp 0
+#define MC__CAPS__CHANNELS_bw 4
+#define MC__CAPS__BUS_BYTES_bm 0xff00
+#define MC__CAPS__BUS_BYTES_bp 8
+#define MC__CAPS__BUS_BYTES_bw 8
+#define MC__CAPS__MAX_BURST_bm 0xff0000
+#define MC__CAPS__MAX_BURST_bp 16
+#define MC__CAPS__MAX_BURST_bw 8
+#define MC__CAPS__PREFETCH_LINES_bm 0xff000000
+#define MC__CAPS__PREFETCH_LINES_bp 24
+#define MC__CAPS__PREFETCH_LINES_bw 8
 
 // reg - mc.STATUS
 #define MC__STATUS__BUSY_bm 0x1

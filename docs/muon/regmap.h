@@ -28,9 +28,21 @@ extern "C" {
 #define MUON__ID__BLOCK__SEQUENCER 0x5351
 
 // reg - muon.CAPS
-#define MUON__CAPS__VALUE_bm 0xffffffff
-#define MUON__CAPS__VALUE_bp 0
-#define MUON__CAPS__VALUE_bw 32
+#define MUON__CAPS__COLS_bm 0xf
+#define MUON__CAPS__COLS_bp 0
+#define MUON__CAPS__COLS_bw 4
+#define MUON__CAPS__ROWS_bm 0xf0
+#define MUON__CAPS__ROWS_bp 4
+#define MUON__CAPS__ROWS_bw 4
+#define MUON__CAPS__SLOTS_bm 0xff00
+#define MUON__CAPS__SLOTS_bp 8
+#define MUON__CAPS__SLOTS_bw 8
+#define MUON__CAPS__BE_DEPTH_bm 0xff0000
+#define MUON__CAPS__BE_DEPTH_bp 16
+#define MUON__CAPS__BE_DEPTH_bw 8
+#define MUON__CAPS__RSV_DEPTH_bm 0xff000000
+#define MUON__CAPS__RSV_DEPTH_bp 24
+#define MUON__CAPS__RSV_DEPTH_bw 8
 
 // reg - muon.STATUS
 #define MUON__STATUS__BUSY_bm 0x1

@@ -28,9 +28,15 @@ extern "C" {
 #define VA__ID__BLOCK__SEQUENCER 0x5351
 
 // reg - va.CAPS
-#define VA__CAPS__VALUE_bm 0xffffffff
-#define VA__CAPS__VALUE_bp 0
-#define VA__CAPS__VALUE_bw 32
+#define VA__CAPS__L_bm 0xff
+#define VA__CAPS__L_bp 0
+#define VA__CAPS__L_bw 8
+#define VA__CAPS__BUS_BYTES_bm 0xff00
+#define VA__CAPS__BUS_BYTES_bp 8
+#define VA__CAPS__BUS_BYTES_bw 8
+#define VA__CAPS__FN_LANES_bm 0xff0000
+#define VA__CAPS__FN_LANES_bp 16
+#define VA__CAPS__FN_LANES_bw 8
 
 // reg - va.STATUS
 #define VA__STATUS__BUSY_bm 0x1

@@ -33,10 +33,21 @@ def kernel_clock(m, top):
 
 
 def drive_common_registers(m, regs, timebase, block, version, caps):
-    """ID (block and version), CAPS and the 64-bit time, read low word first."""
+    """ID (block and version), CAPS and the 64-bit time, read low word first.
+
+    ``regs`` is the block's :class:`~hdl.common.regblock.RegisterBlock`; ``caps`` (an
+    ``int``) is cut into the fields of its map's CAPS register, which must hold every set
+    bit of it."""
+    fields = next(register for register in regs.registers
+                  if register["name"] == "CAPS")["fields"]
+    held = sum(((1 << field["width"]) - 1) << field["lsb"] for field in fields)
+    if caps & ~held:
+        raise ValueError(f"CAPS 0x{caps:08X} has bits outside the fields of the map's CAPS "
+                         f"register (0x{held:08X})")
     m.d.comb += [
         regs.id.block.eq(block), regs.id.version.eq(version),
-        regs.caps.value.eq(caps),
+        *(getattr(regs.caps, field["name"].lower()).eq(
+            caps >> field["lsb"] & (1 << field["width"]) - 1) for field in fields),
         regs.time_lo.value.eq(timebase.now[:32]),
         timebase.read_lo.eq(regs.time_lo.rd_stb),
         regs.time_hi.value.eq(timebase.time_hi),

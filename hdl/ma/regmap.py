@@ -43,11 +43,17 @@ REGISTERS = (
         "offset": 0x0004,
         "access": "RO",
         "read_strobe": False,
-        "description": ("Build parameters of the block; the block's documentation gives the "
-                        "layout."),
+        "description": "Build parameters of the MA; constant for a given build.",
         "fields": (
-            {"name": "VALUE", "lsb": 0, "width": 32, "access": "RO", "reset": None, "encode": None,
-             "description": "Block-specific parameter word."},
+            {"name": "P", "lsb": 0, "width": 8, "access": "RO", "reset": None, "encode": None,
+             "description": ("Array size P: P x P multiply-accumulate cells (a power of two, "
+                             "2..32).")},
+            {"name": "BUS_BYTES", "lsb": 8, "width": 8, "access": "RO", "reset": None, "encode": None,
+             "description": "Width of m_axi_gmem in bytes (8, 16, 32 or 64)."},
+            {"name": "MAX_DIM", "lsb": 16, "width": 8, "access": "RO", "reset": None, "encode": None,
+             "description": "The largest M, K and N a command may give (128 reads as 0x80)."},
+            {"name": "TAT_ENTRIES", "lsb": 24, "width": 4, "access": "RO", "reset": None, "encode": None,
+             "description": "Entries of the tile address translation table (TAT)."},
         ),
     },
     {

@@ -43,11 +43,16 @@ REGISTERS = (
         "offset": 0x0004,
         "access": "RO",
         "read_strobe": False,
-        "description": ("Build parameters of the block; the block's documentation gives the "
-                        "layout."),
+        "description": "Build parameters of the MC; constant for a given build.",
         "fields": (
-            {"name": "VALUE", "lsb": 0, "width": 32, "access": "RO", "reset": None, "encode": None,
-             "description": "Block-specific parameter word."},
+            {"name": "CHANNELS", "lsb": 0, "width": 4, "access": "RO", "reset": None, "encode": None,
+             "description": "Client channels (1..8)."},
+            {"name": "BUS_BYTES", "lsb": 8, "width": 8, "access": "RO", "reset": None, "encode": None,
+             "description": "Width of m_axi_gmem in bytes (8, 16, 32 or 64)."},
+            {"name": "MAX_BURST", "lsb": 16, "width": 8, "access": "RO", "reset": None, "encode": None,
+             "description": "The largest burst the MC issues, in beats."},
+            {"name": "PREFETCH_LINES", "lsb": 24, "width": 8, "access": "RO", "reset": None, "encode": None,
+             "description": "Lines of the prefetch buffer."},
         ),
     },
     {

@@ -43,11 +43,18 @@ REGISTERS = (
         "offset": 0x0004,
         "access": "RO",
         "read_strobe": False,
-        "description": ("Build parameters of the block; the block's documentation gives the "
-                        "layout."),
+        "description": "Build parameters of the Muon mesh; constant for a given build.",
         "fields": (
-            {"name": "VALUE", "lsb": 0, "width": 32, "access": "RO", "reset": None, "encode": None,
-             "description": "Block-specific parameter word."},
+            {"name": "COLS", "lsb": 0, "width": 4, "access": "RO", "reset": None, "encode": None,
+             "description": "Mesh columns (16 reads as 0)."},
+            {"name": "ROWS", "lsb": 4, "width": 4, "access": "RO", "reset": None, "encode": None,
+             "description": "Mesh rows (16 reads as 0)."},
+            {"name": "SLOTS", "lsb": 8, "width": 8, "access": "RO", "reset": None, "encode": None,
+             "description": "Reservation slots of the RBR arbiter."},
+            {"name": "BE_DEPTH", "lsb": 16, "width": 8, "access": "RO", "reset": None, "encode": None,
+             "description": "Best-effort virtual channel buffer depth, in flits."},
+            {"name": "RSV_DEPTH", "lsb": 24, "width": 8, "access": "RO", "reset": None, "encode": None,
+             "description": "Reserved virtual channel buffer depth, in flits."},
         ),
     },
     {

@@ -43,11 +43,14 @@ REGISTERS = (
         "offset": 0x0004,
         "access": "RO",
         "read_strobe": False,
-        "description": ("Build parameters of the block; the block's documentation gives the "
-                        "layout."),
+        "description": "Build parameters of the VA; constant for a given build.",
         "fields": (
-            {"name": "VALUE", "lsb": 0, "width": 32, "access": "RO", "reset": None, "encode": None,
-             "description": "Block-specific parameter word."},
+            {"name": "L", "lsb": 0, "width": 8, "access": "RO", "reset": None, "encode": None,
+             "description": "Lanes (a power of two, 4..64)."},
+            {"name": "BUS_BYTES", "lsb": 8, "width": 8, "access": "RO", "reset": None, "encode": None,
+             "description": "Width of m_axi_gmem in bytes (8, 16, 32 or 64)."},
+            {"name": "FN_LANES", "lsb": 16, "width": 8, "access": "RO", "reset": None, "encode": None,
+             "description": "Elements a cycle through the function units (a power of two)."},
         ),
     },
     {

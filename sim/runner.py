@@ -26,6 +26,11 @@ module, found by listing the package files without importing them. Because the v
 is not empty, cocotb leaves the filters alone (it only installs ``default`` when no
 ``-W``/``PYTHONWARNINGS`` option exists). A ``PYTHONWARNINGS`` of the calling process is
 kept between the two parts, so ``PYTHONWARNINGS=default pytest ...`` relaxes a run.
+
+Seed: the simulation gets ``COCOTB_RANDOM_SEED`` = the test's seed
+(:func:`sim.seed.seed_of`: ``V4HW_SEED``, else the test's own), so cocotb seeds
+``random`` with the seed that :func:`sim.seed.test_seed` prints, and a rerun with
+``V4HW_SEED=<N>`` repeats both.
 """
 
 import fcntl
@@ -47,6 +52,7 @@ from amaranth.hdl import ClockDomain, Elaboratable, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In
 
+from .seed import seed_of
 from .toolchain import require_iverilog, setup_environment
 from .waves import block_groups, write_gtkw
 
@@ -357,6 +363,8 @@ def _build(simulator, source, toplevel, options, build_dir):
                     for module, var in options["public_rw"]))
                 sources.append(config)
         started = time.monotonic()
+        # A Verilator build of a large top takes minutes: say so before and after.
+        print(f"v4hw: building {build_dir.name} ({simulator}) ...", flush=True)
         runner = _make_runner(simulator, waves=options["waves"], env={}, timeout_s=None,
                               public=options.get("public", "all"), opt=options.get("opt"),
                               coverage=options.get("coverage", ()))
@@ -367,6 +375,7 @@ def _build(simulator, source, toplevel, options, build_dir):
             raise SimulationError(f"the {simulator} build in {build_dir} failed ({error}); "
                                   "see the compiler output above") from None
         seconds = round(time.monotonic() - started, 3)
+        print(f"v4hw: built {build_dir.name} in {seconds:.0f} s", flush=True)
         stamp = dict(options, build_seconds=seconds)
         stamp.pop("waivers", None)
         (build_dir / _STAMP).write_text(json.dumps(stamp, indent=2, sort_keys=True) + "\n")
@@ -537,6 +546,8 @@ def run_cocotb(simulator, verilog, toplevel, test_module, *, config_name, testca
     env = {"PYTHONWARNINGS": _simulation_warnings()}
     if node:
         env["V4HW_PYTEST_NODE"] = node
+    # cocotb seeds `random` with the test's own seed (sim/seed.py): one seed a run.
+    env["COCOTB_RANDOM_SEED"] = str(seed_of(node))
     env.update(extra_env or {})
     runner = _make_runner(simulator, waves=waves, env=env, timeout_s=timeout_s)
 

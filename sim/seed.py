@@ -10,8 +10,10 @@ the salt and the node id): ``make soak`` gives each round a new salt. The printe
 names the seed itself, so its rerun needs no salt.
 
 Draw every random choice of a test from the ``random.Random`` that :func:`test_seed`
-returns (not from the module ``random``, which cocotb seeds on its own), or a rerun will
-not repeat the run.
+returns. In a simulation cocotb seeds the module ``random`` with the same seed
+(``sim/runner.py`` passes it as ``COCOTB_RANDOM_SEED``), so what cocotb or a library
+draws from it repeats on a rerun too, and cocotb's "Seeding Python random module with N"
+names the same N.
 """
 
 import hashlib
@@ -19,8 +21,8 @@ import os
 import random
 import shlex
 
-__all__ = ["SEED_VARIABLE", "SALT_VARIABLE", "current_node", "default_seed", "test_seed",
-           "rerun_command"]
+__all__ = ["SEED_VARIABLE", "SALT_VARIABLE", "current_node", "default_seed", "seed_of",
+           "test_seed", "rerun_command"]
 
 SEED_VARIABLE = "V4HW_SEED"
 SALT_VARIABLE = "V4HW_SEED_SALT"
@@ -60,18 +62,25 @@ def _parse(name, text):
     return value
 
 
-def test_seed():
-    """Return a ``random.Random`` seeded from ``V4HW_SEED``, else with the test's own seed.
-
-    The test's own seed is :func:`default_seed` of its node id and ``V4HW_SEED_SALT``
-    (empty if unset). Prints ``seed=<N>; rerun with: V4HW_SEED=<N> <command>``. Raises
-    ``ValueError`` if ``V4HW_SEED`` or ``V4HW_SEED_SALT`` is not a non-negative integer.
-    """
-    node = current_node()
+def seed_of(node):
+    """The seed of test ``node``: ``V4HW_SEED`` if set, else :func:`default_seed` of the
+    node id and ``V4HW_SEED_SALT`` (empty if unset). Raises ``ValueError`` if either
+    variable is not a non-negative integer. ``sim/runner.py`` gives it to cocotb as
+    ``COCOTB_RANDOM_SEED``, so cocotb's own seed is this one too."""
     text = os.environ.get(SEED_VARIABLE, "").strip()
     salt = os.environ.get(SALT_VARIABLE, "").strip()
     salt = str(_parse(SALT_VARIABLE, salt)) if salt else ""
-    seed = _parse(SEED_VARIABLE, text) if text else default_seed(node, salt)
+    return _parse(SEED_VARIABLE, text) if text else default_seed(node, salt)
+
+
+def test_seed():
+    """Return a ``random.Random`` seeded with :func:`seed_of` the running test.
+
+    Prints ``seed=<N>; rerun with: V4HW_SEED=<N> <command>``. Raises ``ValueError`` if
+    ``V4HW_SEED`` or ``V4HW_SEED_SALT`` is not a non-negative integer.
+    """
+    node = current_node()
+    seed = seed_of(node)
     print(f"seed={seed}; rerun with: {rerun_command(node, seed)}", flush=True)
     return random.Random(seed)
 

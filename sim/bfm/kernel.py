@@ -30,6 +30,7 @@ from cocotbext.axi.axil_channels import AxiLiteAWMonitor, AxiLiteWMonitor
 from ..regs import Registers
 from .axi_mem import GmemModel
 from .clock import PERIOD_NS, Timing, random_pauses
+from .progress import report_progress
 
 __all__ = ["KernelBench"]
 
@@ -111,6 +112,7 @@ class KernelBench:
         Clock(dut.ap_clk, PERIOD_NS, unit="ns").start()
         await RisingEdge(dut.ap_clk)
         self.timing.mark()
+        cocotb.start_soon(report_progress(self.timing))
         for _ in range(self.RESET_EDGES - 1):
             await RisingEdge(dut.ap_clk)
         await FallingEdge(dut.ap_clk)

@@ -126,6 +126,18 @@ def test_tile_registers():
         assert [ctx.get(getattr(dut, f"cls_{n}")) for n in CLASS_NODES] == [7, 7, 3]
         await regs.write_fields("TRAFFIC_CLASS", ma=TrafficClass.PREFILL, va=1, migrate=6)
         assert [ctx.get(getattr(dut, f"cls_{n}")) for n in CLASS_NODES] == [5, 1, 6]
+        # RESERVE and RSV_GUARD to the reservation control; its counters read back.
+        assert await regs.read_fields("RESERVE") == {"CLASSES": 0}
+        assert await regs.read("RSV_GUARD") == 160
+        assert (ctx.get(dut.rsv_classes), ctx.get(dut.rsv_guard)) == (0, 160)
+        await regs.write_fields("RESERVE", classes=1 << TrafficClass.DECODE)
+        await regs.write("RSV_GUARD", 77)
+        assert (ctx.get(dut.rsv_classes), ctx.get(dut.rsv_guard)) == (0x80, 77)
+        ctx.set(dut.rsv_starts, 12)
+        ctx.set(dut.rsv_late, 3)
+        ctx.set(dut.rsv_drain_max, 99)
+        assert [await regs.read(n) for n in ("RSV_STARTS", "RSV_LATE", "RSV_DRAIN_MAX")] == [
+            12, 3, 99]
         # TIME_LO / TIME_HI: the shared timebase.
         before = ctx.get(now)
         lo = await regs.read("TIME_LO")

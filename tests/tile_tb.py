@@ -310,6 +310,85 @@ async def all_at_once(dut):
     assert not bench.ram.violations, "\n".join(bench.ram.violations)
 
 
+async def _timed(bench, block, cmd):
+    """Write ``cmd`` to ``block`` ("ma" or "va"), START it, wait for DONE; its cycles:
+    the CTR minus the timebase at START's response."""
+    view = getattr(bench, block)
+    regs = bench.block_regs(block)
+    await view.write_command(cmd)
+    await regs.write("START", 1)
+    started = bench.now()
+    await _wait_done(regs, block, 200_000, bench)
+    lo = await regs.read("CTR_LO")
+    hi = await regs.read("CTR_HI")
+    return (hi << 32 | lo) - started
+
+
+@cocotb.test()
+async def reserved_commands(dut):
+    """RESERVE.CLASSES = decode: an MA int8 32³ GEMM and a VA SILU of 1000 take the same
+    cycles with a long migrate copy running as on an idle tile (three runs each), their
+    results bit for bit (C against golden.ma, the VA's window against golden.va); no
+    guard ends late, RSV_STARTS counts them; the copy runs on between them, and every
+    burst it wrote is the source's. Then, unreserved, the same GEMM beside the copy (its
+    cycles printed: the background's effect)."""
+    bench, rng = await new_tile(dut)
+    tile, ma, va = bench.regs, bench.ma, bench.va
+    await tile.write_fields("RESERVE", classes=1 << TrafficClass.DECODE)
+    guard = await tile.read("RSV_GUARD")
+    await ma.set_tat(_wide())
+    a, b = operands(rng, MaMode.INT8, GEMM, GEMM, GEMM)
+    cmd = Command(mode=MaMode.INT8, m=GEMM, k=GEMM, n=GEMM, a_addr=0x10000, b_addr=0x20000,
+                  c_addr=0x40000, lda=GEMM, ldb=GEMM, ldc=4 * GEMM)
+    ma.place(a, cmd.a_addr, cmd.lda)
+    ma.place(b, cmd.b_addr, cmd.ldb)
+    expected_c = golden_gemm(MaMode.INT8, a, b, None)
+    vcmd = silu(va, rng, SILU_LENGTH)
+    golden_window = va.image.copy()
+    execute(vcmd, MemoryWindow(va.origin, golden_window), lanes=L)
+
+    async def run_both(label):
+        ma_cycles = await _timed(bench, "ma", cmd)
+        got = ma.fetch(cmd.c_addr, GEMM, GEMM, np.int32, cmd.ldc)
+        assert np.array_equal(got, expected_c), f"{label}: C differs from golden.ma"
+        va_cycles = await _timed(bench, "va", vcmd)
+        assert np.array_equal(va.window_bytes(), golden_window), f"{label}: VA window"
+        return ma_cycles, va_cycles
+
+    quiet = await run_both("idle tile")
+    src, dst, length = 0x5000_0000, 0x5100_0000, 1 << 19
+    data = rng.randbytes(length)
+    bench.ram.mem.write(src, data)
+    mig = bench.block_regs("migrate")
+    for name, value in (("SRC", src), ("DST", dst)):
+        await mig.write(f"{name}_LO", value & 0xFFFFFFFF)
+        await mig.write(f"{name}_HI", value >> 32)
+    await mig.write("LENGTH", length)
+    await mig.write("START", 1)
+    await bench.cycles(300)
+    loaded = [await run_both(f"beside the copy, run {k}") for k in range(3)]
+    counters = {name: await tile.read(name) for name in ("RSV_STARTS", "RSV_LATE",
+                                                         "RSV_DRAIN_MAX")}
+    await tile.write_fields("RESERVE", classes=0)
+    unreserved = [await _timed(bench, "ma", cmd) for _ in range(2)]
+    assert (await mig.read_fields("STATUS"))["BUSY"], "the copy ended before the last run"
+    print(f"PERF reserved_commands guard {guard}: MA 32³ {quiet[0]} idle, "
+          f"{[c[0] for c in loaded]} beside the copy; VA SILU {quiet[1]} idle, "
+          f"{[c[1] for c in loaded]} beside the copy; unreserved MA beside the copy "
+          f"{unreserved}; {counters}")
+    assert all(c == quiet for c in loaded), f"reserved cycles moved: {quiet} idle, {loaded}"
+    assert counters["RSV_STARTS"] == 8 and counters["RSV_LATE"] == 0, counters
+    assert counters["RSV_DRAIN_MAX"] <= guard, counters
+    # What the copy wrote so far (it runs on) is the source's.
+    written = [w for w in bench.ram.writes if dst <= w.addr < dst + length]
+    assert written, "the copy wrote nothing"
+    for w in written:
+        n = w.beats * BUS
+        assert bytes(bench.ram.mem.read(w.addr, n)) == data[w.addr - dst: w.addr - dst + n], \
+            f"the copy's burst at {w.addr:#x} differs from its source"
+    assert not bench.ram.violations, "\n".join(bench.ram.violations)
+
+
 @cocotb.test()
 async def icarus_smoke(dut):
     """Icarus (about a cycle a second on this design): the tile's and the VA's ID, and a

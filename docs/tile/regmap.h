@@ -161,6 +161,33 @@ extern "C" {
 #define TILE__TIME_HI__VALUE_bp 0
 #define TILE__TIME_HI__VALUE_bw 32
 
+// reg - tile.RESERVE
+#define TILE__RESERVE__CLASSES_bm 0xff
+#define TILE__RESERVE__CLASSES_bp 0
+#define TILE__RESERVE__CLASSES_bw 8
+#define TILE__RESERVE__CLASSES_reset 0x0
+
+// reg - tile.RSV_GUARD
+#define TILE__RSV_GUARD__CYCLES_bm 0xffff
+#define TILE__RSV_GUARD__CYCLES_bp 0
+#define TILE__RSV_GUARD__CYCLES_bw 16
+#define TILE__RSV_GUARD__CYCLES_reset 0xa0
+
+// reg - tile.RSV_STARTS
+#define TILE__RSV_STARTS__COUNT_bm 0xffffffff
+#define TILE__RSV_STARTS__COUNT_bp 0
+#define TILE__RSV_STARTS__COUNT_bw 32
+
+// reg - tile.RSV_LATE
+#define TILE__RSV_LATE__COUNT_bm 0xffffffff
+#define TILE__RSV_LATE__COUNT_bp 0
+#define TILE__RSV_LATE__COUNT_bw 32
+
+// reg - tile.RSV_DRAIN_MAX
+#define TILE__RSV_DRAIN_MAX__CYCLES_bm 0xffff
+#define TILE__RSV_DRAIN_MAX__CYCLES_bp 0
+#define TILE__RSV_DRAIN_MAX__CYCLES_bw 16
+
 // addrmap - tile
 typedef struct __attribute__ ((__packed__)) {
     volatile uint32_t ID;
@@ -180,10 +207,16 @@ typedef struct __attribute__ ((__packed__)) {
     uint8_t RESERVED_38_3f[0x8];
     volatile uint32_t TIME_LO;
     volatile uint32_t TIME_HI;
+    uint8_t RESERVED_48_5f[0x18];
+    volatile uint32_t RESERVE;
+    volatile uint32_t RSV_GUARD;
+    volatile uint32_t RSV_STARTS;
+    volatile uint32_t RSV_LATE;
+    volatile uint32_t RSV_DRAIN_MAX;
 } tile_t;
 
 
-static_assert(sizeof(tile_t) == 0x48, "Packing error");
+static_assert(sizeof(tile_t) == 0x74, "Packing error");
 
 #ifdef __cplusplus
 }

@@ -160,7 +160,10 @@ class TileControl(wiring.Component):
     master per block in ``blocks`` (``{name: window}``, not TILE), ``now`` (``In(64)``:
     the tile's timebase), ``irq_<block>`` (``In(1)``) for each of :data:`IRQ_BLOCKS`,
     ``interrupt`` (``Out(1)``: their OR), ``cls_<node>`` (``Out(3)``) for each of
-    :data:`CLASS_NODES`: the TRAFFIC_CLASS fields.
+    :data:`CLASS_NODES`: the TRAFFIC_CLASS fields; ``rsv_classes`` (``Out(8)``,
+    RESERVE.CLASSES) and ``rsv_guard`` (``Out(16)``, RSV_GUARD); ``rsv_starts``,
+    ``rsv_late`` (``In(32)``) and ``rsv_drain_max`` (``In(16)``) for RSV_STARTS,
+    RSV_LATE, RSV_DRAIN_MAX (:mod:`hdl.tile.reserve`).
 
     ``info``: the values the identification registers report: ``cols``, ``rows``,
     ``data_width``, ``nodes`` (``{block: (x, y)}`` of ma, va, migrate, mc), ``ma_p``,
@@ -179,6 +182,8 @@ class TileControl(wiring.Component):
             **{f"irq_{name}": In(1) for name in IRQ_BLOCKS},
             "interrupt": Out(1),
             **{f"cls_{name}": Out(3) for name in CLASS_NODES},
+            "rsv_classes": Out(8), "rsv_guard": Out(16),
+            "rsv_starts": In(32), "rsv_late": In(32), "rsv_drain_max": In(16),
         })
 
     def elaborate(self, platform):
@@ -218,4 +223,9 @@ class TileControl(wiring.Component):
         m.d.comb += self.interrupt.eq(irq)
         for name in CLASS_NODES:
             m.d.comb += getattr(self, f"cls_{name}").eq(getattr(regs.traffic_class, name))
+        m.d.comb += [self.rsv_classes.eq(regs.reserve.classes),
+                     self.rsv_guard.eq(regs.rsv_guard.cycles),
+                     regs.rsv_starts.count.eq(self.rsv_starts),
+                     regs.rsv_late.count.eq(self.rsv_late),
+                     regs.rsv_drain_max.cycles.eq(self.rsv_drain_max)]
         return m

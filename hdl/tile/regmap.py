@@ -237,6 +237,75 @@ REGISTERS = (
              "description": "Timebase bits 63:32, in cycles."},
         ),
     },
+    {
+        "name": "RESERVE",
+        "offset": 0x0060,
+        "access": "RW",
+        "read_strobe": False,
+        "description": ("Bit c set: a command of the MA or the VA whose TRAFFIC_CLASS is c "
+                        "runs reserved (docs/tile/README.md, Reserved commands): from its "
+                        "START every other requester issues no new burst until it ends, its "
+                        "own bursts wait RSV_GUARD cycles while the background in flight "
+                        "drains, and the MC's prefetch buffer is off. Its cycles then do not "
+                        "depend on the background traffic. The cache-migrate engine is never "
+                        "reserved. Write it while the blocks are idle."),
+        "fields": (
+            {"name": "CLASSES", "lsb": 0, "width": 8, "access": "RW", "reset": 0x0, "encode": None,
+             "description": ("One bit per class (spec.codes.TrafficClass: 7 decode, 5 "
+                             "prefill, 3 cache-migrate).")},
+        ),
+    },
+    {
+        "name": "RSV_GUARD",
+        "offset": 0x0064,
+        "access": "RW",
+        "read_strobe": False,
+        "description": ("Cycles a reserved command's bursts wait after its START (always all "
+                        "of them, so the command starts alike whatever was in flight); at "
+                        "least RSV_DRAIN_MAX for the background the tile runs. 0: no guard."),
+        "fields": (
+            {"name": "CYCLES", "lsb": 0, "width": 16, "access": "RW", "reset": 0xA0, "encode": None,
+             "description": "Cycles."},
+        ),
+    },
+    {
+        "name": "RSV_STARTS",
+        "offset": 0x0068,
+        "access": "RO",
+        "read_strobe": False,
+        "description": "Commands started reserved since reset, wrapping at 2^32.",
+        "fields": (
+            {"name": "COUNT", "lsb": 0, "width": 32, "access": "RO", "reset": None, "encode": None,
+             "description": "Count."},
+        ),
+    },
+    {
+        "name": "RSV_LATE",
+        "offset": 0x006C,
+        "access": "RO",
+        "read_strobe": False,
+        "description": ("Reserved commands whose guard ended before the background traffic "
+                        "had drained (a burst of another requester unanswered, credits still "
+                        "owed to it by the memory NI, or the MC busy): RSV_GUARD is too "
+                        "short, and such a command may see the background. Wraps at 2^32."),
+        "fields": (
+            {"name": "COUNT", "lsb": 0, "width": 32, "access": "RO", "reset": None, "encode": None,
+             "description": "Count."},
+        ),
+    },
+    {
+        "name": "RSV_DRAIN_MAX",
+        "offset": 0x0070,
+        "access": "RO",
+        "read_strobe": False,
+        "description": ("The most cycles from a reserved command's START until the "
+                        "background had drained, since reset (saturating): the least "
+                        "RSV_GUARD that would have been enough."),
+        "fields": (
+            {"name": "CYCLES", "lsb": 0, "width": 16, "access": "RO", "reset": None, "encode": None,
+             "description": "Cycles."},
+        ),
+    },
 )
 
 ENUMS = {

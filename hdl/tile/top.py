@@ -25,7 +25,12 @@ Inside (:class:`TileTop`):
   migrate engine, at their nodes, of the class their TRAFFIC_CLASS field says, and a
   :class:`~hdl.tile.memni.MemoryNi` at the MC's node on two of its client channels (0
   reads, 1 writes); the MC's memory port goes to ``m_axi_gmem`` through a
-  :class:`~hdl.common.memport.MemPortToAxi4`.
+  :class:`~hdl.common.memport.MemPortToAxi4`;
+* reserved commands (:mod:`hdl.tile.reserve`): a :class:`~hdl.tile.reserve.PortGate` between
+  each requester and its NI, and the :class:`~hdl.tile.reserve.ReserveControl` that holds
+  the background while a command of a reserved class (RESERVE.CLASSES) runs, holds that
+  command's bursts for RSV_GUARD cycles after its START and turns the MC's prefetch off
+  meanwhile.
 """
 
 from amaranth.hdl import Module
@@ -66,10 +71,12 @@ from .migrate import MigrateEngine, _SharedTime
 from .migrate import check_parameters as check_migrate
 from .ni import RequesterNi
 from .packets import MAX_CREDITS, check_ni_widths, min_flit_data_bits
+from .reserve import PortGate, ReserveControl
 
 __all__ = ["TileTop", "SMALL", "DEFAULT", "check_parameters", "MC_CHANNELS", "BLOCKS"]
 
 MC_CHANNELS = 2            # the memory NI's read and write channels
+RESERVABLE = ("ma", "va")  # the requesters whose commands can run reserved
 NI_WR_CHUNK = 16           # words per write packet (the requester NIs')
 NI_CREDIT_BATCH = 8        # the memory NI returns credits at least this eagerly
 NI_RD_BUFFER = 64          # read words each requester NI buffers
@@ -119,7 +126,8 @@ def check_parameters(p, lanes, fn_lanes, data_width, cols, rows, flit_bits, cred
 
 class _CommandUnit(wiring.Component):
     """A block with the MA's and VA's command contract on the tile's timebase: its register
-    block (``bus``), command status and core (``mem``), ``interrupt`` as on its top."""
+    block (``bus``), command status and core (``mem``), ``interrupt`` as on its top;
+    ``launch`` (a command starts) and ``busy`` (its status's), for the reservations."""
 
     def __init__(self, regmap, block, version, caps, core, connect, data_width):
         self._regmap, self._block, self._version, self._caps = regmap, block, version, caps
@@ -129,6 +137,8 @@ class _CommandUnit(wiring.Component):
             "mem": Out(MemPortSignature(data_width)),
             "now": In(64),
             "interrupt": Out(1),
+            "launch": Out(1),
+            "busy": Out(1),
         })
 
     def elaborate(self, platform):
@@ -144,12 +154,15 @@ class _CommandUnit(wiring.Component):
         self._connect(m, regs, core)
         connect_core_command(m, regs, status, core)
         report_command(m, self, regs, status, time, cycle_counter=True)
+        m.d.comb += [self.launch.eq(status.launch), self.busy.eq(status.busy)]
         return m
 
 
 class _McUnit(wiring.Component):
     """The MC's register block and core on the tile's timebase: ``bus``, ``chans`` (its
-    client channels, MC side), ``mem`` (its memory port), ``interrupt``."""
+    client channels, MC side), ``mem`` (its memory port), ``interrupt``; ``busy`` (the
+    core's: a request or an answer in flight) and ``prefetch_off`` (while high the core
+    sees WINDOW 0: no prefetch hit, no fill; the register keeps its value)."""
 
     def __init__(self, channels, data_width, prefetch_lines):
         self.channels, self.data_width, self.prefetch_lines = channels, data_width, prefetch_lines
@@ -160,6 +173,8 @@ class _McUnit(wiring.Component):
             "mem": Out(MemPortSignature(data_width)),
             "now": In(64),
             "interrupt": Out(1),
+            "busy": Out(1),
+            "prefetch_off": In(1),
         })
 
     def elaborate(self, platform):
@@ -178,6 +193,9 @@ class _McUnit(wiring.Component):
                                mc_top.caps_word(self.channels, self.data_width,
                                                 self.prefetch_lines))
         mc_top.connect_registers(m, self, regs, core)
+        m.d.comb += self.busy.eq(core.busy)
+        with m.If(self.prefetch_off):     # after connect_registers: this assignment wins
+            m.d.comb += core.window.eq(0)
         return m
 
 
@@ -296,18 +314,34 @@ class TileTop(wiring.Component):
             wiring.connect(m, ni.inject, mesh.inject[n])
             wiring.connect(m, mesh.eject[n], ni.eject)
 
+        m.submodules.reserve = reserve = ReserveControl(RESERVABLE, ("migrate",))
         for name, unit in units.items():
             ni = RequesterNi(dw, fb, self.nodes[name], mc_node, credits=self.credits,
                              rd_buffer=NI_RD_BUFFER, rd_piece=NI_RD_PIECE,
                              wr_chunk=NI_WR_CHUNK, wr_outstanding=NI_WR_OUTSTANDING)
             m.submodules[f"ni_{name}"] = ni
-            wiring.connect(m, unit.mem, ni.port)
-            m.d.comb += ni.cls.eq(getattr(control, f"cls_{name}"))
+            m.submodules[f"gate_{name}"] = gate = PortGate(dw)
+            wiring.connect(m, unit.mem, gate.up)
+            wiring.connect(m, gate.down, ni.port)
+            m.d.comb += [ni.cls.eq(getattr(control, f"cls_{name}")),
+                         gate.hold.eq(getattr(reserve, f"hold_{name}")),
+                         getattr(reserve, f"idle_{name}").eq(gate.idle)]
+            if name in RESERVABLE:
+                m.d.comb += [getattr(reserve, f"launch_{name}").eq(unit.launch),
+                             getattr(reserve, f"busy_{name}").eq(unit.busy),
+                             getattr(reserve, f"cls_{name}").eq(getattr(control, f"cls_{name}"))]
             attach(ni, self.nodes[name])
         m.submodules.ni_mem = mem_ni = MemoryNi(
             dw, fb, mc_node, [self.nodes[name] for name in units], credits=self.credits,
             credit_batch=NI_CREDIT_BATCH, channel=mc.channel_signature)
         attach(mem_ni, mc_node)
+        # The credits the memory NI owes each requester (its debts, in units' order).
+        for name, debt in zip(units, mem_ni._debts, strict=True):
+            m.d.comb += getattr(reserve, f"owed_{name}").eq(debt != 0)
+        m.d.comb += [reserve.classes.eq(control.rsv_classes), reserve.guard.eq(control.rsv_guard),
+                     reserve.mc_busy.eq(mc.busy), mc.prefetch_off.eq(reserve.prefetch_off),
+                     control.rsv_starts.eq(reserve.starts), control.rsv_late.eq(reserve.late),
+                     control.rsv_drain_max.eq(reserve.drain_max)]
         wiring.connect(m, mem_ni.rd_chan, mc.chans[0])
         wiring.connect(m, mem_ni.wr_chan, mc.chans[1])
 

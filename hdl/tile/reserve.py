@@ -1,0 +1,174 @@
+"""Reserved commands: the tile's memory path given to one command at a time, so that its
+cycles do not depend on the background traffic (docs/tile/README.md, "Reserved
+commands").
+
+Every requester's memory traffic meets every other's on the way to memory: the memory
+NI's ejection port, its one input queue, the MC's arbiter and prefetch buffer, the
+memory bus. A command of a *reserved* class (the tile's RESERVE.CLASSES) therefore owns
+that whole path from its START to its end:
+
+1. At the START of a reserved command (the MA's or the VA's, at a class whose bit is
+   set in RESERVE.CLASSES), every other requester (the cache-migrate engine always, the
+   MA or VA when its class is not reserved) stops issuing new bursts: a
+   :class:`PortGate` in front of its NI holds ``rd_req`` and ``wr_req`` (a burst already
+   taken completes, its write data included). They stay held until the reserved
+   command ends.
+2. The reserved command's own bursts are held for RSV_GUARD cycles from the cycle
+   after its START (always the same number of cycles), while the background traffic
+   already in flight drains: after the guard the path holds nothing but the reserved
+   command's traffic. (The holds start a cycle after the launch, from registers: a
+   burst the background issues in the launch cycle is one more to drain.)
+3. While a reserved command runs the MC's prefetch buffer is off (its WINDOW reads as 0
+   by the MC's core: no hit, no fill), so no line that background reads brought in, or
+   evicted, changes the reserved command's reads.
+
+So a reserved command starts, after its guard, on an idle memory path in the same
+state every time, and its cycles depend only on its own requests (and the memory's
+latency). RSV_STARTS counts the reserved STARTs, RSV_LATE those whose guard ended before
+the path had drained (a burst of another requester unanswered, credits the memory NI
+still owes any requester, or the MC busy: a guard too short for the background in
+flight, and the command may then jitter), RSV_DRAIN_MAX the longest drain seen (cycles
+from START).
+
+Two reserved commands that overlap in time are not isolated from each other (each
+still is from the background): the routers' round-robin state between them is not
+reset. The decode program runs its commands one at a time.
+"""
+
+from amaranth.hdl import Cat, Module, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from hdl.common.memport import MemPortSignature
+from hdl.muon.layouts import CLASS_BITS
+
+__all__ = ["PortGate", "ReserveControl", "GUARD_BITS", "OUTSTANDING_BITS"]
+
+GUARD_BITS = 16
+OUTSTANDING_BITS = 10      # bursts a port can have unanswered (its NI takes far fewer)
+
+
+class PortGate(wiring.Component):
+    """A memory port passed through (``up``: the block's, served; ``down``: to its NI),
+    whose new bursts are held while ``hold`` (``rd_req`` and ``wr_req`` neither offered
+    nor taken; every other stream passes, so a burst already taken completes).
+    ``idle``: no burst taken and unanswered (read bursts until their ``last`` word,
+    write bursts until their response)."""
+
+    def __init__(self, data_width):
+        super().__init__({
+            "up": In(MemPortSignature(data_width)),
+            "down": Out(MemPortSignature(data_width)),
+            "hold": In(1),
+            "idle": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        up, down = self.up, self.down
+        for name, held in (("rd_req", True), ("wr_req", True), ("wr_data", False),
+                           ("rd_resp", False), ("wr_resp", False)):
+            a, b = getattr(up, name), getattr(down, name)
+            if name.endswith("resp"):       # memory to block
+                a, b = b, a
+            go = ~self.hold if held else 1
+            m.d.comb += [b.payload.eq(a.payload), b.valid.eq(a.valid & go),
+                         a.ready.eq(b.ready & go)]
+        reads, writes = Signal(OUTSTANDING_BITS), Signal(OUTSTANDING_BITS)
+        rd_in = down.rd_req.valid & down.rd_req.ready
+        rd_out = down.rd_resp.valid & down.rd_resp.ready & down.rd_resp.payload.last
+        wr_in = down.wr_req.valid & down.wr_req.ready
+        wr_out = down.wr_resp.valid & down.wr_resp.ready
+        m.d.sync += [reads.eq(reads + rd_in - rd_out), writes.eq(writes + wr_in - wr_out)]
+        m.d.comb += self.idle.eq((reads == 0) & (writes == 0))
+        return m
+
+
+class ReserveControl(wiring.Component):
+    """The policy of the module docstring, for the requesters ``reservable`` (blocks
+    with a command: ``launch_<n>``, ``busy_<n>``, ``cls_<n>`` in) and ``background``
+    (always background: the migrate engine).
+
+    In: ``classes`` (RESERVE.CLASSES), ``guard`` (RSV_GUARD, cycles), ``idle_<n>`` of
+    every requester's :class:`PortGate`, ``owed_<n>`` (the memory NI owes requester n
+    credits), ``mc_busy`` (the MC has a request or an answer in flight).
+    Out: ``hold_<n>`` for every requester, ``prefetch_off``, ``starts``, ``late``
+    (32-bit counts), ``drain_max`` (cycles, saturating).
+    """
+
+    def __init__(self, reservable=("ma", "va"), background=("migrate",)):
+        self.reservable, self.background = tuple(reservable), tuple(background)
+        members = {"classes": In(1 << CLASS_BITS), "guard": In(GUARD_BITS),
+                   "mc_busy": In(1), "prefetch_off": Out(1), "starts": Out(32),
+                   "late": Out(32), "drain_max": Out(GUARD_BITS)}
+        for n in self.reservable:
+            members.update({f"launch_{n}": In(1), f"busy_{n}": In(1),
+                            f"cls_{n}": In(CLASS_BITS)})
+        for n in self.reservable + self.background:
+            members.update({f"idle_{n}": In(1), f"owed_{n}": In(1), f"hold_{n}": Out(1)})
+        super().__init__(members)
+
+    def elaborate(self, platform):
+        m = Module()
+        every = self.reservable + self.background
+        running = {}        # a reserved command of n, from its launch to its end
+        launching = {}      # its START, this cycle
+        guarding = {}       # its guard: its own bursts held
+        for n in self.reservable:
+            launch, busy = getattr(self, f"launch_{n}"), getattr(self, f"busy_{n}")
+            run = Signal(name=f"reserved_{n}")
+            go = Signal(name=f"reserved_start_{n}")
+            m.d.comb += go.eq(launch & self.classes.bit_select(getattr(self, f"cls_{n}"), 1))
+            with m.If(go):
+                m.d.sync += run.eq(1)
+            with m.Elif(~busy):
+                m.d.sync += run.eq(0)
+            # Held from the cycle after the launch (the core issues nothing before): every
+            # hold is a register, so no launch reaches a ready combinationally.
+            left = Signal(GUARD_BITS, name=f"guard_left_{n}")
+            with m.If(go):
+                m.d.sync += left.eq(self.guard)
+            with m.Elif(left != 0):
+                m.d.sync += left.eq(left - 1)
+            hold = Signal(name=f"guard_{n}")
+            m.d.comb += hold.eq(left != 0)
+            running[n], launching[n], guarding[n] = run, go, hold
+        active = Cat(running.values()).any()
+        for n in every:
+            own = running.get(n)
+            if own is None:
+                m.d.comb += getattr(self, f"hold_{n}").eq(active)
+            else:
+                others = Cat(v for k, v in running.items() if k != n).any()
+                m.d.comb += getattr(self, f"hold_{n}").eq(guarding[n] | (~own & others))
+        m.d.comb += self.prefetch_off.eq(active)
+        self._monitor(m, every, running, launching, guarding)
+        return m
+
+    def _monitor(self, m, every, running, launching, guarding):
+        """RSV_STARTS, RSV_LATE, RSV_DRAIN_MAX."""
+        settled = Cat(~getattr(self, f"owed_{k}") for k in every).all()
+        for n in self.reservable:
+            background = Cat(getattr(self, f"idle_{k}") for k in every if k != n).all()
+            others = Cat(v for k, v in running.items() if k != n).any()
+            drained = Signal(name=f"drained_{n}")
+            # During n's guard only the background (or another reserved command) can
+            # keep the MC busy: n's own bursts are held. Every requester's credits back
+            # (n's too) leaves the memory NI nothing to send.
+            m.d.comb += drained.eq(background & settled & (~self.mc_busy | others))
+            draining = Signal(name=f"draining_{n}")
+            count = Signal(GUARD_BITS, name=f"drain_{n}")
+            with m.If(launching[n]):
+                m.d.sync += [draining.eq(1), count.eq(0)]
+            with m.Elif(draining):
+                with m.If(drained):
+                    m.d.sync += draining.eq(0)
+                    with m.If(count > self.drain_max):
+                        m.d.sync += self.drain_max.eq(count)
+                with m.Elif(count != (1 << GUARD_BITS) - 1):
+                    m.d.sync += count.eq(count + 1)
+            was_guarding = Signal(name=f"was_guarding_{n}")
+            m.d.sync += was_guarding.eq(guarding[n])
+            with m.If(was_guarding & ~guarding[n] & draining & ~drained):
+                m.d.sync += self.late.eq(self.late + 1)
+        m.d.sync += self.starts.eq(self.starts + sum(launching.values()))

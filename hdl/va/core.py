@@ -34,6 +34,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
+from hdl.common.codes import VaOpcode, decode
 from hdl.common.memport import PHYS_ADDR_BITS, MemPortSignature
 from hdl.va.extfunc import EXT_OPCODES, ExtUnit, clamp_bounds_ok
 from hdl.va.gather import StridedGather
@@ -49,7 +50,7 @@ from hdl.va.streams import (
     StreamWriter,
     words_for,
 )
-from spec.codes import ErrorCode, VaOpcode
+from spec.codes import ErrorCode
 from spec.va import MAX_LENGTH
 
 __all__ = ["RTL_OPCODES", "VaCommandLayout", "VectorCore", "check_parameters"]
@@ -83,7 +84,7 @@ class VaCommandLayout(data.StructLayout):
     """The command registers as the core sees them (bytes, elements, 48-bit addresses)."""
     def __init__(self):
         super().__init__({
-            "op": 8, "esize": 2, "length": 32,
+            "op": VaOpcode, "esize": 2, "length": 32,
             "src": PHYS_ADDR_BITS, "src2": PHYS_ADDR_BITS, "dst": PHYS_ADDR_BITS,
             "stride": 32, "scalar": 32,
             "dst2": PHYS_ADDR_BITS, "k": 32, "src3": PHYS_ADDR_BITS, "split_half": 1,
@@ -119,22 +120,23 @@ class VectorCore(wiring.Component):
     def _start_checks(self, m):
         cmd = self.cmd
         n = cmd.length[:17]
-        known = Signal()
-        m.d.comb += known.eq(Cat(*(cmd.op == op for op in RTL_OPCODES)).any())
-        gather = cmd.op == VaOpcode.GATHER
-        scatter = cmd.op == VaOpcode.SCATTER
-        gidx, sidx = cmd.op == VaOpcode.GATHER_IDX, cmd.op == VaOpcode.SCATTER_IDX
-        csr = cmd.op == VaOpcode.GATHER_CSR
+        op = decode(m, cmd.op, {
+            "known": RTL_OPCODES, "gather": VaOpcode.GATHER, "scatter": VaOpcode.SCATTER,
+            "gidx": VaOpcode.GATHER_IDX, "sidx": VaOpcode.SCATTER_IDX,
+            "csr": VaOpcode.GATHER_CSR, "sum": VaOpcode.SUM, "max": VaOpcode.MAX,
+            "two": (VaOpcode.ADD, VaOpcode.MUL), "rms": VaOpcode.RMSNORM,
+            "topk": VaOpcode.TOPK, "wide": VaOpcode.TOPK_WIDE, "quant": VaOpcode.QUANTIZE,
+            "rope": VaOpcode.ROPE,
+            "dq_mem": VaOpcode.DEQUANTIZE_MEM, "clamp": VaOpcode.CLAMP,
+            # int32 / binary32 at SRC
+            "wide_src": (VaOpcode.DEQUANTIZE, VaOpcode.DEQUANTIZE_MEM, VaOpcode.CVT_F32),
+            "bcast": (VaOpcode.MUL_MEM, VaOpcode.ADD_MEM)}, "start")
+        known, gather, scatter = op["known"], op["gather"], op["scatter"]
+        gidx, sidx, csr = op["gidx"], op["sidx"], op["csr"]
         moves = gather | scatter | gidx | sidx | csr
-        is_sum, is_max = cmd.op == VaOpcode.SUM, cmd.op == VaOpcode.MAX
-        two = (cmd.op == VaOpcode.ADD) | (cmd.op == VaOpcode.MUL)
-        rms, topk = cmd.op == VaOpcode.RMSNORM, cmd.op == VaOpcode.TOPK
-        wide = cmd.op == VaOpcode.TOPK_WIDE
-        quant, dequant = cmd.op == VaOpcode.QUANTIZE, cmd.op == VaOpcode.DEQUANTIZE
-        rope = cmd.op == VaOpcode.ROPE
-        dq_mem = cmd.op == VaOpcode.DEQUANTIZE_MEM
-        wide_src = dequant | dq_mem | (cmd.op == VaOpcode.CVT_F32)  # int32 / binary32 at SRC
-        bcast = (cmd.op == VaOpcode.MUL_MEM) | (cmd.op == VaOpcode.ADD_MEM)
+        is_sum, is_max, two, rms = op["sum"], op["max"], op["two"], op["rms"]
+        topk, wide, quant, rope = op["topk"], op["wide"], op["quant"], op["rope"]
+        dq_mem, wide_src, bcast = op["dq_mem"], op["wide_src"], op["bcast"]
         one_dst = is_sum | is_max | quant | topk | wide
         k = cmd.k[:17]          # TOPK, TOPK_WIDE: a larger K is refused (bad_shape)
         size = Signal(3)
@@ -173,7 +175,7 @@ class VectorCore(wiring.Component):
                      | (topk & ((cmd.k == 0) | (cmd.k > MAX_K) | (cmd.k > cmd.length)))
                      | (wide & ((cmd.k == 0) | (cmd.k > cmd.length)))
                      | (rope & cmd.length[0])
-                     | ((cmd.op == VaOpcode.CLAMP) & ~clamp_bounds_ok(cmd.scalar)))
+                     | (op["clamp"] & ~clamp_bounds_ok(cmd.scalar)))
         base = Mux(sidx, cmd.dst, cmd.src)          # the indexed forms' base
         checks = [(bad_shape, ErrorCode.BAD_COMMAND, 0)]
         checks += [(used & ((addr + nbytes) > (1 << PHYS_ADDR_BITS)), ErrorCode.BAD_COMMAND,
@@ -225,21 +227,20 @@ class VectorCore(wiring.Component):
         m.d.sync += go.eq(self.launch)
         with m.If(self.launch):
             m.d.sync += cmd.eq(self.cmd)
-        gather = cmd.op == VaOpcode.GATHER
-        scatter = cmd.op == VaOpcode.SCATTER
-        row = Cat(*(cmd.op == op for op in ROW_OPCODES)).any()
-        ext = Cat(*(cmd.op == op for op in EXT_OPCODES)).any()
-        rms, dequant = cmd.op == VaOpcode.RMSNORM, cmd.op == VaOpcode.DEQUANTIZE
-        quant, topk = cmd.op == VaOpcode.QUANTIZE, cmd.op == VaOpcode.TOPK
-        wide = cmd.op == VaOpcode.TOPK_WIDE
-        rope = cmd.op == VaOpcode.ROPE
-        dq_mem = cmd.op == VaOpcode.DEQUANTIZE_MEM
-        wide_src = dequant | dq_mem | (cmd.op == VaOpcode.CVT_F32)
-        bcast = (cmd.op == VaOpcode.MUL_MEM) | (cmd.op == VaOpcode.ADD_MEM)
+        op = decode(m, cmd.op, {
+            "gather": VaOpcode.GATHER, "scatter": VaOpcode.SCATTER, "row": ROW_OPCODES,
+            "ext": EXT_OPCODES, "rms": VaOpcode.RMSNORM, "quant": VaOpcode.QUANTIZE,
+            "topk": VaOpcode.TOPK, "wide": VaOpcode.TOPK_WIDE, "rope": VaOpcode.ROPE,
+            "dq_mem": VaOpcode.DEQUANTIZE_MEM,
+            "wide_src": (VaOpcode.DEQUANTIZE, VaOpcode.DEQUANTIZE_MEM, VaOpcode.CVT_F32),
+            "bcast": (VaOpcode.MUL_MEM, VaOpcode.ADD_MEM), "sum": VaOpcode.SUM,
+            "max": VaOpcode.MAX, "two": (VaOpcode.ADD, VaOpcode.MUL),
+            "indexed": INDEXED_OPCODES}, "cmd")
+        gather, scatter, row, ext = op["gather"], op["scatter"], op["row"], op["ext"]
+        rms, quant, topk, wide = op["rms"], op["quant"], op["topk"], op["wide"]
+        rope, dq_mem, wide_src, bcast = op["rope"], op["dq_mem"], op["wide_src"], op["bcast"]
         split = rope & cmd.split_half
-        is_sum, is_max = cmd.op == VaOpcode.SUM, cmd.op == VaOpcode.MAX
-        two = (cmd.op == VaOpcode.ADD) | (cmd.op == VaOpcode.MUL)
-        indexed = Cat(*(cmd.op == op for op in INDEXED_OPCODES)).any()
+        is_sum, is_max, two, indexed = op["sum"], op["max"], op["two"], op["indexed"]
         n = cmd.length[:17]
         abort = Signal()
         second = Signal()               # the writer's second result (QUANTIZE, TOPK, ROPE)

@@ -13,6 +13,7 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from hdl.common.codes import VaOpcode, decode
 from hdl.common.fp import (
     F32_CANONICAL_NAN,
     Stages,
@@ -30,7 +31,6 @@ from hdl.common.fp import (
     table_cut,
 )
 from hdl.va.functions import credit_pipeline, exp_f32, rsqrt_f32
-from spec.codes import VaOpcode
 from spec.va import BF16_NAN, F32_ONE, FIX, LN2_Q, ln_table, recip_table
 
 __all__ = ["EXT_OPCODES", "ln_fixed", "clamp_bounds_ok", "ExtUnit"]
@@ -88,7 +88,7 @@ class ExtUnit(wiring.Component):
     def __init__(self, data_width, lut_products=False):
         self.data_width, self.lut_products = data_width, lut_products
         super().__init__({
-            "op": In(8),
+            "op": In(VaOpcode),
             "scalar": In(32),
             "i": In(stream.Signature(data_width)),
             "o": Out(stream.Signature(data_width)),
@@ -98,6 +98,7 @@ class ExtUnit(wiring.Component):
         m = Module()
         lanes = self.data_width // 16
         vec = data.ArrayLayout(16, lanes)
+        op = decode(m, self.op, {"clamp": VaOpcode.CLAMP, "sqrt": VaOpcode.SQRT}, "op")
         lo, hi = bf16_flush(self.scalar[:16]), bf16_flush(self.scalar[16:32])
         words_in = Signal(vec)
         m.d.comb += words_in.eq(self.i.payload)
@@ -144,8 +145,8 @@ class ExtUnit(wiring.Component):
                          Mux(xs, F32_CANONICAL_NAN, Mux(xe == 0xFF, w["x"], prod))))
             v = st({"sp": sp, "sq": sq, "clamp": w["clamp"]})
             # Part 3: selection and rounding to bf16.
-            m.d.comb += out[lane].eq(Mux(self.op == VaOpcode.CLAMP, v["clamp"], f32_to_bf16(
-                Mux(self.op == VaOpcode.SQRT, v["sq"], v["sp"]))))
+            m.d.comb += out[lane].eq(Mux(op["clamp"], v["clamp"], f32_to_bf16(
+                Mux(op["sqrt"], v["sq"], v["sp"]))))
             depths.add(st.depth)
         assert len(depths) == 1
         credit_pipeline(m, self.i, self.o, out, depths.pop())

@@ -18,6 +18,7 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value, signed
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from hdl.common.codes import VaOpcode, decode
 from hdl.common.fp import (
     F32_CANONICAL_NAN,
     F32_INF,
@@ -38,7 +39,6 @@ from hdl.common.fp import (
     product,
     table_cut,
 )
-from spec.codes import VaOpcode
 from spec.va import F32_2M64, F32_ONE, FIX, LN2_Q, LOG2E_Q, exp2_table, recip_table, rsqrt_table
 
 __all__ = ["credit_pipeline", "exp_f32", "recip_f32", "rsqrt_f32", "UnaryUnit"]
@@ -243,7 +243,7 @@ class UnaryUnit(wiring.Component):
         self.data_width, self.lut_products = data_width, lut_products
         wide_in, wide_out = self.layouts(data_width)
         super().__init__({
-            "op": In(8),
+            "op": In(VaOpcode),
             "m": In(16),
             "c": In(32),
             "i": In(stream.Signature(wide_in)),
@@ -261,13 +261,13 @@ class UnaryUnit(wiring.Component):
         m = Module()
         lanes = self.data_width // 16
         vec = data.ArrayLayout(16, lanes)
-        op = self.op
-        silu = op == VaOpcode.SILU
-        softmax = op == VaOpcode.SOFTMAX
-        rmsnorm = op == VaOpcode.RMSNORM
-        quantize = op == VaOpcode.QUANTIZE
-        dequantize = op == VaOpcode.DEQUANTIZE
-        recip, cvt_f32 = op == VaOpcode.RECIP, op == VaOpcode.CVT_F32
+        op = decode(m, self.op, {
+            "silu": VaOpcode.SILU, "softmax": VaOpcode.SOFTMAX, "rmsnorm": VaOpcode.RMSNORM,
+            "quantize": VaOpcode.QUANTIZE, "dequantize": VaOpcode.DEQUANTIZE,
+            "recip": VaOpcode.RECIP, "cvt_f32": VaOpcode.CVT_F32, "exp": VaOpcode.EXP}, "op")
+        silu, softmax, rmsnorm = op["silu"], op["softmax"], op["rmsnorm"]
+        quantize, dequantize = op["quantize"], op["dequantize"]
+        recip, cvt_f32 = op["recip"], op["cvt_f32"]
         words_in = Signal(vec)
         gammas = Signal(vec)
         ints = Signal(data.ArrayLayout(32, lanes // 2))
@@ -342,7 +342,7 @@ class UnaryUnit(wiring.Component):
             branch = st.fork()
             quant = f32_to_int8(m, v["y_high"], f"q{lane}", branch)
             # EXP: e; CVT_F32: x (rounded on its bits, not flushed by a product)
-            v = st({"y": Mux((op == VaOpcode.EXP) | cvt_f32, Mux(cvt_f32, v["x"], v["e"]), y),
+            v = st({"y": Mux(op["exp"] | cvt_f32, Mux(cvt_f32, v["x"], v["e"]), y),
                     "e": v["e"]})
             theirs, v = st.join(branch, {"q": quant}, v)
             v = {**v, "q": theirs["q"]}

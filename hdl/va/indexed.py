@@ -28,11 +28,12 @@ from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
+from hdl.common.codes import VaOpcode, decode
 from hdl.common.memport import PHYS_ADDR_BITS, MemPortSignature
 from hdl.va.gather import ElementAddress, ElementReader, StridedAddresses
 from hdl.va.scatter import ElementWriter, UnpackElements, WriteElement, join_elements
 from hdl.va.streams import ErrorEvent, OperandReader, Realign, words_for
-from spec.codes import ErrorCode, VaOpcode
+from spec.codes import ErrorCode
 from spec.va import MAX_LENGTH
 
 __all__ = ["INDEXED_OPCODES", "IndexLimits", "IndexCheck", "RowPointerCheck",
@@ -297,8 +298,8 @@ class IndexedMover(wiring.Component):
         width, bb = self.data_width, self.data_width // 8
         off_bits = exact_log2(bb)
         cmd = self.cmd
-        sidx = cmd.op == VaOpcode.SCATTER_IDX
-        csr = cmd.op == VaOpcode.GATHER_CSR
+        op = decode(m, cmd.op, {"sidx": VaOpcode.SCATTER_IDX, "csr": VaOpcode.GATHER_CSR}, "op")
+        sidx, csr = op["sidx"], op["csr"]
         n = cmd.length[:17]
         size = Signal(3)
         m.d.comb += size.eq(1 << cmd.esize)

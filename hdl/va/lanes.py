@@ -6,8 +6,8 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
+from hdl.common.codes import VaOpcode, decode
 from hdl.common.fp import F32_MINUS_ZERO, bf16_mul, f32_add_pipelined, f32_to_bf16
-from spec.codes import VaOpcode
 from spec.va import MAX_LENGTH, SUM_INTERLEAVE
 
 __all__ = ["LaneEngine", "check_engine"]
@@ -83,7 +83,7 @@ class LaneEngine(wiring.Component):
         self.lanes, self.width = lanes, width
         vec = data.ArrayLayout(16, width)
         super().__init__({
-            "op": In(8),
+            "op": In(VaOpcode),
             "scalar": In(16),
             "count": In(range(MAX_LENGTH + 1)),
             "x": In(stream.Signature(vec)),
@@ -97,10 +97,12 @@ class LaneEngine(wiring.Component):
         # The operation's control, decoded into registers (the lanes' selects have
         # their own copies, below).
         two, reduce, bcast = Signal(), Signal(), Signal()
-        op = self.op
-        m.d.sync += [two.eq((op == VaOpcode.ADD) | (op == VaOpcode.MUL)),
-                     reduce.eq(op == VaOpcode.SUM),
-                     bcast.eq((op == VaOpcode.MUL_MEM) | (op == VaOpcode.ADD_MEM))]
+        op = decode(m, self.op, {
+            "two": (VaOpcode.ADD, VaOpcode.MUL), "sum": VaOpcode.SUM,
+            "bcast": (VaOpcode.MUL_MEM, VaOpcode.ADD_MEM),
+            "is_add": (VaOpcode.ADD, VaOpcode.ADD_MEM),
+            "scale": (VaOpcode.SCALE, VaOpcode.MUL_MEM, VaOpcode.ADD_MEM)}, "op")
+        m.d.sync += [two.eq(op["two"]), reduce.eq(op["sum"]), bcast.eq(op["bcast"])]
         # The second operand of SCALE, MUL_MEM and ADD_MEM: SCALAR, or lane 0 of the one
         # word of ``y`` (the bf16 at SRC2), taken before the first beat of x.
         b_scalar = Signal(16)
@@ -188,12 +190,10 @@ class LaneEngine(wiring.Component):
         # (or -0) to the partial (+0 in the first steps), a combine step a pair.
         # Each lane has its own copy of these registers (kept apart through synthesis):
         # one copy for all would drive every lane's 64 operand bits across the unit.
-        selects = {"use_acc": (op == VaOpcode.SUM) & (phase != 1),
-                   "use_pair": (op == VaOpcode.SUM) & (phase == 1),
+        selects = {"use_acc": op["sum"] & (phase != 1),
+                   "use_pair": op["sum"] & (phase == 1),
                    "first_d": first, "odd_d": vec[0],
-                   "is_add": (op == VaOpcode.ADD) | (op == VaOpcode.ADD_MEM),
-                   "scale": ((op == VaOpcode.SCALE) | (op == VaOpcode.MUL_MEM)
-                             | (op == VaOpcode.ADD_MEM))}
+                   "is_add": op["is_add"], "scale": op["scale"]}
 
         def lane_copies(lane):
             regs = {}

@@ -44,6 +44,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
+from hdl.common.codes import VaOpcode, decode
 from hdl.common.fp import (
     F32_CANONICAL_NAN,
     Stages,
@@ -57,7 +58,6 @@ from hdl.common.fp import (
 )
 from hdl.va.functions import UnaryUnit, credit_pipeline, recip_f32, rsqrt_f32
 from hdl.va.narrow import WidthAdapter, check_fn_lanes
-from spec.codes import VaOpcode
 from spec.va import FIX, MAX_K, MAX_LENGTH, RECIP_127, SUM_FRAC
 
 __all__ = ["ROW_OPCODES", "RowUnit", "RopeLanes", "MAX_K"]
@@ -196,7 +196,7 @@ class RowUnit(wiring.Component):
         check_fn_lanes(self.fn_lanes, data_width)
         self.lut_products = self.fn_lanes < data_width // 16
         super().__init__({
-            "op": In(8),
+            "op": In(VaOpcode),
             "n": In(range(MAX_LENGTH + 1)),
             "k": In(range(MAX_LENGTH + 1)),
             "scalar": In(32),
@@ -266,18 +266,25 @@ class RowUnit(wiring.Component):
         lanes = width // 16
         bb = width // 8
         op = self.op
-        softmax, rmsnorm = op == VaOpcode.SOFTMAX, op == VaOpcode.RMSNORM
-        quantize, dequantize = op == VaOpcode.QUANTIZE, op == VaOpcode.DEQUANTIZE
+        code = decode(m, op, {
+            "softmax": VaOpcode.SOFTMAX, "rmsnorm": VaOpcode.RMSNORM,
+            "quantize": VaOpcode.QUANTIZE, "dequantize": VaOpcode.DEQUANTIZE,
+            "dq_mem": VaOpcode.DEQUANTIZE_MEM, "max": VaOpcode.MAX, "rope": VaOpcode.ROPE,
+            "topk_wide": VaOpcode.TOPK_WIDE,
+            "topk": (VaOpcode.TOPK, VaOpcode.MAX, VaOpcode.TOPK_WIDE),
+            "cvt_f32": VaOpcode.CVT_F32}, "op")
+        softmax, rmsnorm = code["softmax"], code["rmsnorm"]
+        quantize, dequantize = code["quantize"], code["dequantize"]
         # DEQUANTIZE_MEM is DEQUANTIZE by f32_mul(the binary32 at SRC2 (y), SCALAR)
-        dq_mem = op == VaOpcode.DEQUANTIZE_MEM
+        dq_mem = code["dq_mem"]
         scale_in = Signal()                      # DEQUANTIZE_MEM: the scale word is taken
         scale_ready = Signal()                   # DEQUANTIZE_MEM: c holds the scale product
         # MAX is TOPK's first value (golden.va.max_bf16), without the indices
-        is_max, rope = op == VaOpcode.MAX, op == VaOpcode.ROPE
-        topk_wide = op == VaOpcode.TOPK_WIDE
-        topk = (op == VaOpcode.TOPK) | is_max | topk_wide
+        is_max, rope = code["max"], code["rope"]
+        topk_wide = code["topk_wide"]
+        topk = code["topk"]
         split = rope & self.split
-        cvt_f32 = op == VaOpcode.CVT_F32
+        cvt_f32 = code["cvt_f32"]
         packed = quantize | dequantize | dq_mem | cvt_f32  # half a word of results a word
         writes_dst2 = quantize | (topk & ~is_max)
         has_second = writes_dst2 | split         # done only at the end of the FSM
@@ -306,8 +313,11 @@ class RowUnit(wiring.Component):
         upper = Signal()                         # RoPE adjacent: which half of the cos/sin word
         pipe, pipe_i, pipe_o, rl, rl_i, rl_o = self._units(m, packed, split, upper)
         c = Signal(32)                           # the pipeline's constant
-        m.d.comb += [pipe.op.eq(Mux(dq_mem, VaOpcode.DEQUANTIZE, op)),
-                     pipe.c.eq(Mux(dequantize, self.scalar, c))]
+        with m.If(dq_mem):
+            m.d.comb += pipe.op.eq(VaOpcode.DEQUANTIZE)
+        with m.Else():
+            m.d.comb += pipe.op.eq(op)
+        m.d.comb += pipe.c.eq(Mux(dequantize, self.scalar, c))
         feed = running & ~reduce_pass & ~rope & (taken != total) & (scale_ready | ~dq_mem)
         need_y = self.use_y
         m.d.comb += [pipe_i.payload.x.eq(self.x.payload), pipe_i.payload.g.eq(self.y.payload),

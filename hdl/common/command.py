@@ -22,7 +22,7 @@ class CommandStatus(wiring.Component):
        b. else ``launch`` pulses and BUSY is set (visible the next cycle, so before the
           START write is answered).
     2. The block ends a launched command with one ``finish`` pulse (DONE; the CTR takes
-       the timebase) or one ``fail`` pulse with ``fail_code`` and ``fail_addr`` (ERROR).
+       ``cycle``, the timebase) or one ``fail`` pulse with ``fail_code`` and ``fail_addr`` (ERROR).
     3. ``ctr_read`` (the read strobe of CTR_LO) latches the CTR's high word into
        ``ctr_hi`` and clears the CTR.
     4. ``irq_done`` / ``irq_error`` pulse when DONE / ERROR rise, for IRQ_STATUS.
@@ -38,7 +38,9 @@ class CommandStatus(wiring.Component):
             "fail": In(1),
             "fail_code": In(8),
             "fail_addr": In(32),
-            "timebase": In(64),
+            # Not "timebase": a top's signal of that name would rename its Timebase
+            # instance to timebase$<n> in the Verilog.
+            "cycle": In(64),
             "ctr_read": In(1),
             "busy": Out(1),
             "done": Out(1),
@@ -73,7 +75,7 @@ class CommandStatus(wiring.Component):
                 m.d.sync += self.busy.eq(1)
                 m.d.comb += self.launch.eq(1)
         with m.Elif(self.busy & self.finish):
-            m.d.sync += [self.busy.eq(0), self.done.eq(1), ctr.eq(self.timebase)]
+            m.d.sync += [self.busy.eq(0), self.done.eq(1), ctr.eq(self.cycle)]
             m.d.comb += self.irq_done.eq(1)
         with m.Elif(self.busy & self.fail):
             m.d.sync += [self.busy.eq(0), self.error.eq(1), self.error_code.eq(self.fail_code),

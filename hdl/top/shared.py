@@ -24,7 +24,7 @@ def connect_core_command(m, regs, status, core):
 def report_command(m, top, regs, status, timebase, *, cycle_counter):
     """The status's time, STATUS, ERROR, ERR_ADDR, IRQ_STATUS's set inputs and the
     interrupt; with ``cycle_counter``, CTR_LO/CTR_HI (read low word first) too."""
-    m.d.comb += status.timebase.eq(timebase.now)
+    m.d.comb += status.cycle.eq(timebase.now)
     if cycle_counter:
         m.d.comb += [
             status.ctr_read.eq(regs.ctr_lo.rd_stb),

@@ -1,0 +1,60 @@
+"""The jitter of a decode step through ``v4hw_tile`` beside a background copy
+(``tests/tile_jitter_tb.py``): 20 repetitions of the ``notes`` decode step (same state,
+same tokens) while the cache-migrate engine copies, fixed-latency memory, with the
+decode class reserved (RESERVE.CLASSES, ``hdl/tile/reserve.py``) and without.
+
+With reservations every step takes the same number of cycles (spread 0), no guard ends
+before the background drained (RSV_LATE 0) and the copy still gets at least a quarter
+of the memory bus in every step (its read and its write beats per step cycle); without,
+the spread is measured and printed. The build is the tile tests' own
+(``tests/test_tile_cocotb.py``), so none is added; ``regress``: each run is minutes.
+"""
+
+import json
+
+import pytest
+
+from hdl.tile.top import SMALL
+from sim.runner import run_cocotb
+from tests import test_tile_cocotb as tile
+
+TESTBENCH = "tests.tile_jitter_tb"
+STEPS = 20
+GUARD = 160          # RSV_GUARD's reset value (docs/tile/README.md: the drains measured)
+
+
+def run_jitter(tmp_path, reserve):
+    report = tmp_path / "jitter.json"
+    env = {"V4HW_JITTER_STEPS": str(STEPS), "V4HW_JITTER_RESERVE": "1" if reserve else "0",
+           "V4HW_JITTER_GUARD": str(GUARD), "V4HW_JITTER_REPORT": str(report),
+           "V4HW_TS_P": str(SMALL["p"]), "V4HW_TS_L": str(SMALL["lanes"])}
+    run_cocotb("verilator", tile.tile_verilog(), tile.TOPLEVEL, TESTBENCH,
+               config_name=tile.CONFIG_NAME, testcase="decode_jitter",
+               gtkw_groups=tile.TILE_GTKW_GROUPS, timeout_s=7200, extra_env=env,
+               **tile.VERILATOR)
+    out = json.loads(report.read_text())
+    print(f"\njitter {'reserved' if reserve else 'unreserved'}: cycles {out['cycles']}, "
+          f"spread {out['spread']}, background read share min {out['bg_read_share_min']:.3f}, "
+          f"write share min {out['bg_write_share_min']:.3f}, counters {out['counters']}")
+    return out
+
+
+@pytest.mark.cocotb
+@pytest.mark.regress
+def test_tile_jitter_reserved(tmp_path):
+    out = run_jitter(tmp_path, True)
+    assert len(out["cycles"]) == STEPS
+    assert out["spread"] == 0, out["cycles"]
+    assert out["counters"]["RSV_LATE"] == 0, out["counters"]
+    assert out["counters"]["RSV_DRAIN_MAX"] <= GUARD, out["counters"]
+    assert out["counters"]["RSV_STARTS"] > 0
+    assert out["bg_read_share_min"] >= 0.25 and out["bg_write_share_min"] >= 0.25, out
+
+
+@pytest.mark.cocotb
+@pytest.mark.regress
+def test_tile_jitter_unreserved(tmp_path):
+    out = run_jitter(tmp_path, False)
+    assert len(out["cycles"]) == STEPS
+    assert out["counters"]["RSV_STARTS"] == 0
+    assert out["bg_read_share_min"] > 0 and out["bg_write_share_min"] > 0, out

@@ -465,3 +465,14 @@ def test_flit_width_checked():
         MemoryNi(128, 145, (1, 1), [(0, 0), (1, 1)])
     with pytest.raises(ValueError, match="pair"):
         RequesterNi(128, 145, (0, 16), (1, 1))
+
+
+def test_memory_ni_run_words():
+    """A write run is at most ``run_words`` words, by default half the MC's write buffer
+    (so one run fills it while the one before drains), at most all of it."""
+    assert MemoryNi(128, 145, (1, 1), [(0, 0)]).run_words == 8
+    assert MemoryNi(128, 145, (1, 1), [(0, 0)], run_words=16).run_words == 16
+    with pytest.raises(ValueError, match="run_words must be in 1..16, not 17"):
+        MemoryNi(128, 145, (1, 1), [(0, 0)], run_words=17)
+    with pytest.raises(ValueError, match="run_words must be in 1..16, not 0"):
+        MemoryNi(128, 145, (1, 1), [(0, 0)], run_words=0)

@@ -7,14 +7,19 @@ Packet formats: :mod:`hdl.tile.packets`; the credit scheme: :mod:`hdl.tile.ni`.
    ``credits`` credits of it), so ``eject`` always finds room. Flits are taken in
    arrival order; each one taken owes its requester a credit. The debt goes back in
    the ``credits`` field of the next head flit sent to that requester, or in a CREDIT
-   packet: at once when a requester is owed ``credit_batch`` or more, otherwise when
-   nothing else is sent. A requester therefore never waits for credits while it holds
-   fewer than ``credits - credit_batch + 1``: its packets must be no longer than that.
+   packet: at once when a requester is owed ``credit_batch`` or more (in the head of
+   the answer that goes next if that answer is to it, else in a CREDIT packet before
+   any answer), otherwise when nothing else is sent. A requester therefore never waits
+   for credits while it holds fewer than ``credits - credit_batch + 1``: its packets must
+   be no longer than that.
 2. A READ piece becomes one MC read of its words. A WRITE chunk becomes one MC write
    per run of contiguous enabled bytes (a run ends at a disabled byte, at the chunk's
-   end, or after ``wdata_depth`` words, so the MC's write buffer always holds the words
-   sent ahead of their request); a word is sent once per run it holds bytes of; a word
-   with no strobe is not sent.
+   end, or after ``run_words`` words, at most the MC's ``wdata_depth``, so the MC's write
+   buffer always holds the words sent ahead of their request); a word is sent once per
+   run it holds bytes of; a word with no strobe is not sent. A run's request goes after
+   its last word, so with runs of half the MC's buffer one run fills it while the one
+   before drains to the memory: a stream of writes keeps a word a cycle (runs as long
+   as the buffer stop at each request until the MC's credits come back).
 3. Reads and writes go to separate MC channels, so neither waits for the other's
    answers (an MC channel serves requests answered by different paths one after the
    other; a block's memory port orders its reads and its writes only among themselves).
@@ -89,11 +94,12 @@ class MemoryNi(wiring.Component):
     ``node``), ``credits`` (flit credits each requester holds, 2..255), ``credit_batch``
     (1..credits), ``tags`` (MC requests awaiting their answer, 2..256), ``channel`` (the
     :class:`hdl.mc.channel.ClientChannelSignature` of both; by default that of
-    ``data_width``).
+    ``data_width``), ``run_words`` (write words per MC request at most,
+    1..``channel.wdata_depth``; None: half of it, at least 1).
     """
 
     def __init__(self, data_width, flit_data_bits, node, requesters, *, credits=32,
-                 credit_batch=8, tags=16, channel=None, checks=False):
+                 credit_batch=8, tags=16, channel=None, run_words=None, checks=False):
         check_ni_widths(data_width, flit_data_bits)
         check_coord("node", node)
         requesters = tuple(requesters)
@@ -111,6 +117,10 @@ class MemoryNi(wiring.Component):
         if not isinstance(channel, ClientChannelSignature) or channel.data_width != data_width:
             raise ValueError(f"channel must be a ClientChannelSignature of {data_width} bits, "
                              f"not {channel!r}")
+        if run_words is None:
+            run_words = max(1, channel.wdata_depth // 2)
+        check_int("run_words", run_words, 1, channel.wdata_depth)
+        self.run_words = run_words
         self.data_width, self.flit_data_bits = data_width, flit_data_bits
         self.node, self.requesters = node, requesters
         self.credit_count, self.credit_batch, self.tags = credits, credit_batch, tags
@@ -180,7 +190,7 @@ class MemoryNi(wiring.Component):
     def _requests(self, m, front, in_fifo, paths, wd_tx, tag_layout, pop_src):
         dw = self.data_width
         lanes, shift = dw // 8, exact_log2(dw // 8)
-        cap = self.channel.wdata_depth
+        cap = self.run_words
         have = in_fifo.r_rdy
         head = head_view(front, dw)
         cmd = head.cmd.req
@@ -311,7 +321,7 @@ class MemoryNi(wiring.Component):
             for i, (x, y) in enumerate(self.requesters):
                 with m.Case(i):
                     m.d.comb += [dst_x.eq(x), dst_y.eq(y), debt.eq(owed[i])]
-        urgent = Cat(d >= self.credit_batch for d in owed)
+        owing = Cat(d >= self.credit_batch for d in owed)
         lazy = Cat(d != 0 for d in owed)
         err_acc = Signal()
         beats_left = Signal(range(MAX_PIECE + 1))
@@ -333,11 +343,22 @@ class MemoryNi(wiring.Component):
                 with m.If(wr_tags.r_rdy & ~wtag.last & wresp.valid):
                     m.d.comb += [wresp.ready.eq(1), wr_tags.r_en.eq(1)]
                     m.d.sync += err_acc.eq(err_acc | wfailed)
+                # The answer to go next, if any, carries its requester's whole debt in its
+                # head: a CREDIT packet is urgent only for the requesters it does not go to.
+                take_read = Signal()
+                answer_to = Signal(n)
+                m.d.comb += take_read.eq(read_ready & (prefer_read | ~done_ready))
+                with m.If(take_read):
+                    m.d.comb += answer_to.eq(Const(1, n) << rtag.src)
+                with m.Elif(done_ready):
+                    m.d.comb += answer_to.eq(Const(1, n) << wtag.src)
+                urgent = Signal(n)
+                m.d.comb += urgent.eq(owing & ~answer_to)
                 with m.If(urgent.any()):
                     m.d.comb += [self.inject.valid.eq(1), dst.eq(_lowest(m, urgent, n, "urgent")),
                                  cmd.kind.eq(RespKind.CREDIT),
                                  head.header.cls.eq(TrafficClass.DECODE)]
-                with m.Elif(read_ready & (prefer_read | ~done_ready)):
+                with m.Elif(take_read):
                     m.d.comb += [self.inject.valid.eq(1), dst.eq(rtag.src), flit.tail.eq(0),
                                  cmd.kind.eq(RespKind.READ_DATA), cmd.last.eq(rtag.last),
                                  head.header.cls.eq(rtag.cls)]

@@ -99,10 +99,16 @@ class RequesterNi(wiring.Component):
     ``rd_buffer`` (read words buffered, 1..1024), ``rd_piece`` (words per read packet,
     1..min(256, rd_buffer)), ``wr_chunk`` (words per write packet, 1..256; the write
     buffer holds twice that), ``wr_outstanding`` (write bursts unanswered, 1..64).
+
+    The two in-flight bounds set a stream's speed: a block moves at most ``rd_buffer``
+    read words and ``wr_outstanding`` write bursts per round trip through the mesh, the
+    memory NI and the MC (on the small tile at memory latency 20: about 50 cycles for a
+    read burst of 16, 90 for a write burst of 16 to its answer). The defaults (128
+    words: two operands of the VA's 64 each; 16 bursts) keep a word a cycle each way.
     """
 
     def __init__(self, data_width, flit_data_bits, node, mem_node, *, credits=32,
-                 rd_buffer=64, rd_piece=16, wr_chunk=16, wr_outstanding=4, checks=False):
+                 rd_buffer=128, rd_piece=16, wr_chunk=16, wr_outstanding=16, checks=False):
         check_ni_widths(data_width, flit_data_bits)
         check_coord("node", node)
         check_coord("mem_node", mem_node)

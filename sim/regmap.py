@@ -12,8 +12,6 @@ Every block ``B`` with a ``hdl/B/B.rdl`` gets
 ``docs/B/regmap.xml``      IP-XACT (IEEE 1685-2014) component (PeakRDL-ipxact)
 =========================  ==========================================================
 
-The tile's maps (:data:`IPXACT_LATER`) have no ``regmap.xml`` yet.
-
 A unit inside a block's package with a map of its own (:data:`UNIT_MAPS`: the tile's
 cache-migrate engine) has ``hdl/P/U.rdl`` and gets ``hdl/P/U_regmap.py`` and
 ``docs/P/U/regmap.*``.
@@ -62,7 +60,7 @@ __all__ = ["RegmapError", "ROOT", "FORMATS", "UNIT_MAPS", "CODES_RDL", "code_enu
            "render_codes_rdl", "blocks", "rdl_source",
            "module_name", "module_path", "docs_dir", "compile_block", "build_model",
            "render_python", "render_json", "render_markdown", "render_c", "render_html",
-           "render_ipxact", "IPXACT_LATER", "render", "extensions", "generated_files",
+           "render_ipxact", "render", "extensions", "generated_files",
            "stale_files", "update", "main"]
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -572,9 +570,6 @@ def render_ipxact(model, top):
     return declaration + newline + note + rest
 
 
-# The maps that have no IP-XACT export yet: the tile's three, whose layouts are changing.
-IPXACT_LATER = frozenset({"tile", "migrate", "sequencer"})
-
 # Command-line flag: renderer(model, top).
 FORMATS = {
     "md": render_markdown,
@@ -588,7 +583,7 @@ FORMATS = {
 
 def extensions(block):
     """The extensions of the block's committed ``docs/.../regmap.*`` files."""
-    return ("md", "h", "json", "html") + (() if block in IPXACT_LATER else ("xml",))
+    return ("md", "h", "json", "html", "xml")
 
 
 def render(block, fmt):

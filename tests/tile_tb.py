@@ -197,7 +197,8 @@ async def interrupt_source(dut):
     await ma.write("START", 1)
     await bench.wait_interrupt(1000, " (MA refusal)")
     assert await ma.read("ERROR") == ErrorCode.BAD_COMMAND
-    assert await regs.read_fields("IRQ_SOURCE") == {"MA": 1, "VA": 0, "MC": 0, "MIGRATE": 0}
+    assert await regs.read_fields("IRQ_SOURCE") == {"MA": 1, "VA": 0, "MC": 0, "MIGRATE": 0,
+                                                    "MESH": 0}
     await ma.write_fields("IRQ_STATUS", done=1, error=1)
     assert await regs.read("IRQ_SOURCE") == 0 and not int(dut.interrupt.value)
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from spec.codes import MA_MODE_B_T, MA_MODE_BF16, ErrorCode, MaMode
+from spec.memory import TAT_MAX_SIZE
 
 from .fp import bf16_mul, f32_add
 
@@ -122,7 +123,6 @@ def gemm(mode, a, b, c=None, *, b_transposed=False):
 TAT_ENTRIES = 4
 """Number of TAT entries in the MA."""
 
-TAT_MAX_SIZE = 19
 """Largest valid SIZE field: a region of 4 KiB << 19 = 2 GiB."""
 
 _LOGICAL_BITS = 32

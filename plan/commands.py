@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from spec import sequencer as fmt
+from spec.memory import PAGE_BYTES as _PAGE
+from spec.memory import tat_region_size as _region_size
 from spec.sequencer import RecordFlag
 from spec.tile import TileBlock
 
@@ -48,8 +50,6 @@ REGMAP_JSON = {TileBlock.MA: "docs/ma/regmap.json", TileBlock.VA: "docs/va/regma
                TileBlock.MIGRATE: "docs/tile/migrate/regmap.json"}
 """The generated JSON register map of every block a command list may target."""
 _ROOT = Path(__file__).resolve().parent.parent
-_TAT_MAX_SIZE = 19
-_PAGE = 4096
 
 
 class CommandListError(ValueError):
@@ -294,14 +294,6 @@ def va_register_writes(regs, program, cmd, r, phys_base):
               "INDEX_LIMIT": cmd.index_limit, "ROWS": 0, "ROW_STRIDE": 0}
     return writes + [(name, regs.encode(name, value=v)) for name, v in values.items()]
 
-
-def _region_size(nbytes):
-    size = 0
-    while _PAGE << size < nbytes:
-        size += 1
-    if size > _TAT_MAX_SIZE:
-        raise ValueError(f"{nbytes} bytes need a TAT region beyond SIZE {_TAT_MAX_SIZE}")
-    return size
 
 
 def tat_register_writes(regs, nbytes, phys_base):

@@ -64,6 +64,8 @@ from golden.program import (
     va_command_cycles,
 )
 from spec.codes import ErrorCode, MaMode, VaOpcode
+from spec.memory import PAGE_BYTES as PAGE
+from spec.memory import tat_region_size as _region_size
 
 __all__ = [
     "PHYS_BASE", "Layout", "layout", "tat_entries", "va_commands", "va_register_writes",
@@ -79,8 +81,6 @@ PHYS_BASE = 1 << 32
 region size up to 4 GiB, so one entry maps the whole program."""
 
 LOGICAL_LIMIT = 1 << 32
-TAT_MAX_SIZE = 19          # SIZE field limit of a valid TAT entry (docs/design.md)
-PAGE = 4096
 
 
 # --- layout ---------------------------------------------------------------------------------
@@ -120,15 +120,6 @@ def layout(program, phys_base=PHYS_BASE):
 
 _default_layout = layout
 
-
-def _region_size(nbytes):
-    """The SIZE of the smallest TAT region (4 KiB << SIZE) holding ``nbytes``."""
-    size = 0
-    while PAGE << size < nbytes:
-        size += 1
-    if size > TAT_MAX_SIZE:
-        raise ValueError(f"{nbytes} bytes need a TAT region beyond SIZE {TAT_MAX_SIZE}")
-    return size
 
 
 def tat_entries(lay):

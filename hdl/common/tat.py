@@ -3,11 +3,13 @@
 from amaranth.hdl import Cat, Const, Signal
 from amaranth.lib import data
 
+from spec.memory import TAT_MAX_SIZE
+
 __all__ = ["LOGICAL_BITS", "MAX_SIZE", "TAT_ENTRIES", "TatEntryLayout", "TatTableLayout",
            "tat_entry_ok", "tat_masks", "tat_covers", "tat_select", "tat_translate"]
 
 LOGICAL_BITS = 32   # logical addresses are register values: 32 bits
-MAX_SIZE = 19       # region = 4 KiB << SIZE, at most 2 GiB
+MAX_SIZE = TAT_MAX_SIZE    # region = 4 KiB << SIZE, at most 2 GiB (spec.memory)
 PAGE_BITS = 12
 TAT_ENTRIES = 4     # fully associative; where entries overlap the lowest index wins
 

@@ -96,6 +96,10 @@ class MemoryNi(wiring.Component):
     :class:`hdl.mc.channel.ClientChannelSignature` of both; by default that of
     ``data_width``), ``run_words`` (write words per MC request at most,
     1..``channel.wdata_depth``; None: half of it, at least 1).
+
+    ``owed`` (``Out(len(requesters))``): bit i is set while the NI owes requester i any
+    credit (flits of it taken whose credits have not gone back yet); all clear when the
+    NI has given back every credit (the reserved commands' drain check reads it).
     """
 
     def __init__(self, data_width, flit_data_bits, node, requesters, *, credits=32,
@@ -126,7 +130,7 @@ class MemoryNi(wiring.Component):
         self.credit_count, self.credit_batch, self.tags = credits, credit_batch, tags
         self.channel = channel
         self._checks = checks
-        # Credits owed to each requester (read by the tests: 0 when idle).
+        # Credits owed to each requester (``owed`` says which are not 0).
         self._debts = [Signal(range(credits + 1), name=f"owed{i}")
                        for i in range(len(requesters))]
         super().__init__({
@@ -134,6 +138,7 @@ class MemoryNi(wiring.Component):
             "inject": Out(FlitStreamSignature(flit_data_bits)),
             "rd_chan": Out(channel),
             "wr_chan": Out(channel),
+            "owed": Out(len(requesters)),
         })
 
     def elaborate(self, platform):
@@ -172,6 +177,7 @@ class MemoryNi(wiring.Component):
         for i, debt in enumerate(owed):
             inc = popped & (pop_src == i)
             m.d.sync += debt.eq(Mux(ret_en & (ret_src == i), 0, debt) + inc)
+            m.d.comb += self.owed[i].eq(debt != 0)
             if checks:
                 check(m, debt <= self.credit_count, f"requester {i} owed more than its credits")
         if checks:

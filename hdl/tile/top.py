@@ -335,9 +335,9 @@ class TileTop(wiring.Component):
             dw, fb, mc_node, [self.nodes[name] for name in units], credits=self.credits,
             credit_batch=NI_CREDIT_BATCH, channel=mc.channel_signature)
         attach(mem_ni, mc_node)
-        # The credits the memory NI owes each requester (its debts, in units' order).
-        for name, debt in zip(units, mem_ni._debts, strict=True):
-            m.d.comb += getattr(reserve, f"owed_{name}").eq(debt != 0)
+        # Whether the memory NI owes each requester credits (in units' order).
+        for i, name in enumerate(units):
+            m.d.comb += getattr(reserve, f"owed_{name}").eq(mem_ni.owed[i])
         m.d.comb += [reserve.classes.eq(control.rsv_classes), reserve.guard.eq(control.rsv_guard),
                      reserve.mc_busy.eq(mc.busy), mc.prefetch_off.eq(reserve.prefetch_off),
                      control.rsv_starts.eq(reserve.starts), control.rsv_late.eq(reserve.late),

@@ -19,7 +19,8 @@ help:
 	@echo "make test-fast  golden, planner, Amaranth-simulator and formal tests only, on every core"
 	@echo "make test-fpga  the FPGA flow's checks only (synthesis smoke, constraints)"
 	@echo "make test-cocotb the cocotb tier of make test only (Icarus and Verilator)"
-	@echo "make soak       make test's random tests again and again with new seeds (SOAK_MINUTES=60 or HOURS=8)"
+	@echo "make soak       each block's random tests over SEEDS=1000 new seeds, many a simulation (BLOCKS=ma,va,mc,muon)"
+	@echo "make soak HOURS=8  make test's selection round after round with new seeds (or ROUNDS=1 SOAK_MINUTES=60)"
 	@echo "make coverage   line and toggle coverage of the Verilator runs, per block (build/coverage/)"
 	@echo "make durations  run make test and record each test's time (tests/data/durations.json)"
 	@echo "make test-golden the golden attention + MoE datapath tests only (seconds)"
@@ -142,13 +143,25 @@ coverage: setup .coverage-tools
 	V4HW_COVERAGE=1 $(BIN)/python -m pytest -n $(TEST_JOBS) --dist worksteal $(COVERAGE_ARGS); \
 	    status=$$?; $(BIN)/python -m sim.coverage $(BLOCKS) || exit 1; exit $$status
 
-# New seeds each round (V4HW_SEED_SALT), until the time is up; every failure is saved in
-# build/soak/failures.jsonl with its seed and the command that reruns it (sim/soak.py).
-# SOAK_ARGS: other pytest arguments (default: make test's selection).
-SOAK_MINUTES ?= 60
+# make soak [SEEDS=1000] [BLOCKS=ma,va,mc,muon] [TESTS=ma.gemm_random,...] [SOAK_JOBS=cores]
+# [SOAK_MINUTES=]: each block's random cocotb test over SEEDS new seeds on Verilator, many
+# seeds per simulator process, SOAK_JOBS processes at a time; a summary per test, the rerun
+# command of each failing seed, JUnit XML in build/soak/soak.xml (sim/soak.py). With
+# SOAK_MINUTES no simulation starts after that time.
+# make soak HOURS=8 (or ROUNDS=1 SOAK_MINUTES=60, SOAK_ARGS=<pytest arguments>): the rounds
+# form, make test's selection again and again with a new V4HW_SEED_SALT each round; every
+# failure in build/soak/failures.jsonl with its seed and rerun command.
+SEEDS ?= 1000
+SOAK_JOBS ?= $(shell nproc 2>/dev/null || echo 1)
 soak: setup
-	$(BIN)/python -m sim.soak $(if $(HOURS),--hours $(HOURS),--minutes $(SOAK_MINUTES)) \
+ifneq ($(strip $(HOURS)$(ROUNDS)$(SOAK_ARGS)),)
+	$(BIN)/python -m sim.soak $(if $(HOURS),--hours $(HOURS),--minutes $(or $(SOAK_MINUTES),60)) \
 	    --jobs $(TEST_JOBS) $(if $(SOAK_ARGS),-- $(SOAK_ARGS))
+else
+	$(BIN)/python -m sim.soak --seeds $(SEEDS) --jobs $(SOAK_JOBS) \
+	    $(if $(BLOCKS),--blocks "$(BLOCKS)") $(if $(TESTS),--tests "$(TESTS)") \
+	    $(if $(SOAK_MINUTES),--minutes $(SOAK_MINUTES))
+endif
 
 test-golden: $(STAMP)
 	$(BIN)/python -m pytest -q tests/test_golden_attn*.py

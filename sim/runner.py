@@ -433,7 +433,8 @@ def _env_flag(name):
 
 def run_cocotb(simulator, verilog, toplevel, test_module, *, config_name, testcase=None,
                waves=None, gtkw_groups=None, extra_env=None, timeout_s=None, trace_exclude=(),
-               verilator_public="all", verilator_opt=None, verilator_public_rw=()):
+               verilator_public="all", verilator_opt=None, verilator_public_rw=(),
+               run_name=None):
     """Build ``verilog`` (cached) and run the cocotb tests of ``test_module`` on it.
 
     Arguments:
@@ -481,6 +482,10 @@ def run_cocotb(simulator, verilog, toplevel, test_module, *, config_name, testca
         Verilator only: the C++ compiler's optimisation (``"-O0"``, ``"-O1"``, ...) for
         the model instead of Verilator's ``-Os``: ``-O0`` compiles a large model about
         five times faster and runs it slower.
+    ``run_name``
+        The run's directory under the build's ``runs/`` (letters, digits and ``_.+=-``);
+        default: the pytest test's name, ``-`` and the testcases (``run`` outside pytest).
+        Runs of one name wait for each other.
 
     Returns the path of ``results.xml``. Raises :class:`CocotbTestFailure` (an
     ``AssertionError``) when a cocotb test fails, :class:`SimulationError` when the
@@ -510,6 +515,8 @@ def run_cocotb(simulator, verilog, toplevel, test_module, *, config_name, testca
     if verilator_opt not in (None, "-O0", "-O1", "-O2", "-O3", "-Os"):
         raise ValueError(f"verilator_opt must be None or one of -O0, -O1, -O2, -O3, -Os, "
                          f"not {verilator_opt!r}")
+    if run_name is not None and not _NAME.fullmatch(run_name):
+        raise ValueError(f"run_name must consist of letters, digits and _.+=-, not {run_name!r}")
     if isinstance(testcase, str):
         testcase = [name.strip() for name in testcase.split(",") if name.strip()]
     waves = bool(waves) or _env_flag("WAVES")
@@ -537,9 +544,10 @@ def run_cocotb(simulator, verilog, toplevel, test_module, *, config_name, testca
                         built or round(time.monotonic() - waited, 3)))
 
     node = _pytest_node()
-    run_name = _slug(node.rsplit("::", 1)[-1]) if node else "run"
-    if testcase:
-        run_name += "-" + _slug("+".join(testcase))
+    if run_name is None:
+        run_name = _slug(node.rsplit("::", 1)[-1]) if node else "run"
+        if testcase:
+            run_name += "-" + _slug("+".join(testcase))
     test_dir = build_dir / "runs" / run_name
     results, vcd = test_dir / "results.xml", test_dir / "dump.vcd"
 

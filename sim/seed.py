@@ -20,12 +20,28 @@ import hashlib
 import os
 import random
 import shlex
+from contextlib import contextmanager
 
 __all__ = ["SEED_VARIABLE", "SALT_VARIABLE", "current_node", "default_seed", "seed_of",
-           "test_seed", "rerun_command"]
+           "test_seed", "rerun_command", "forced_seed"]
 
 SEED_VARIABLE = "V4HW_SEED"
 SALT_VARIABLE = "V4HW_SEED_SALT"
+_forced = []
+
+
+@contextmanager
+def forced_seed(seed):
+    """Within the block, :func:`seed_of` (so :func:`test_seed`) returns ``seed`` whatever
+    the environment says: ``make soak`` runs one test body over many seeds in one
+    simulation this way (:mod:`sim.soak_tb`)."""
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise ValueError(f"a seed must be a non-negative integer, not {seed!r}")
+    _forced.append(seed)
+    try:
+        yield seed
+    finally:
+        _forced.pop()
 
 
 def current_node():
@@ -66,7 +82,10 @@ def seed_of(node):
     """The seed of test ``node``: ``V4HW_SEED`` if set, else :func:`default_seed` of the
     node id and ``V4HW_SEED_SALT`` (empty if unset). Raises ``ValueError`` if either
     variable is not a non-negative integer. ``sim/runner.py`` gives it to cocotb as
-    ``COCOTB_RANDOM_SEED``, so cocotb's own seed is this one too."""
+    ``COCOTB_RANDOM_SEED``, so cocotb's own seed is this one too. Within
+    :func:`forced_seed`, its seed."""
+    if _forced:
+        return _forced[-1]
     text = os.environ.get(SEED_VARIABLE, "").strip()
     salt = os.environ.get(SALT_VARIABLE, "").strip()
     salt = str(_parse(SALT_VARIABLE, salt)) if salt else ""

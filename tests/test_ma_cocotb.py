@@ -44,10 +44,16 @@ def ma_verilog(p=P, data_width=DATA_WIDTH):
     return amaranth_verilog.convert(MaTop(p, data_width), name=TOPLEVEL, emit_src=False)
 
 
+def cocotb_args(simulator):
+    """``run_cocotb``'s arguments but the testcase: the build and run of every test here
+    (``make soak`` runs its seeds of ``gemm_random`` on this build, sim/soak.py)."""
+    return dict(verilog=ma_verilog(), toplevel=TOPLEVEL, test_module=TESTBENCH,
+                config_name=CONFIG_NAME, gtkw_groups=MA_GTKW_GROUPS,
+                timeout_s=TIMEOUT_S[simulator], **VERILATOR)
+
+
 @pytest.mark.cocotb
 @pytest.mark.parametrize("test", TESTS)
 @pytest.mark.parametrize("simulator", SIMULATORS)
 def test_ma(simulator, test):
-    run_cocotb(simulator, ma_verilog(), TOPLEVEL, TESTBENCH, config_name=CONFIG_NAME,
-               testcase=test, gtkw_groups=MA_GTKW_GROUPS, timeout_s=TIMEOUT_S[simulator],
-               **VERILATOR)
+    run_cocotb(simulator, testcase=test, **cocotb_args(simulator))

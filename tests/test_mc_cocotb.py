@@ -42,11 +42,17 @@ def mc_verilog(config):
                                     emit_src=False)
 
 
-def run(simulator, config, test):
+def cocotb_args(simulator, config):
+    """``run_cocotb``'s arguments but the testcase for a configuration of ``CONFIGS``
+    (``make soak`` runs its seeds on the same build, sim/soak.py)."""
     env = {f"V4HW_MC_{name.upper()}": str(value) for name, value in CONFIGS[config].items()}
-    run_cocotb(simulator, mc_verilog(config), TOPLEVEL, TESTBENCH,
-               config_name=f"mc-c4-dw128-{config}", testcase=test, gtkw_groups=MC_GTKW_GROUPS,
-               extra_env=env, timeout_s=TIMEOUT_S[simulator], **VERILATOR)
+    return dict(verilog=mc_verilog(config), toplevel=TOPLEVEL, test_module=TESTBENCH,
+                config_name=f"mc-c4-dw128-{config}", gtkw_groups=MC_GTKW_GROUPS,
+                extra_env=env, timeout_s=TIMEOUT_S[simulator], **VERILATOR)
+
+
+def run(simulator, config, test):
+    run_cocotb(simulator, testcase=test, **cocotb_args(simulator, config))
 
 
 @pytest.mark.cocotb

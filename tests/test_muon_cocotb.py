@@ -45,12 +45,17 @@ def muon_verilog(cols, rows):
     return amaranth_verilog.convert(MuonTop(cols, rows), name=TOPLEVEL, emit_src=False)
 
 
+def cocotb_args(simulator, cols, rows):
+    """``run_cocotb``'s arguments but the testcase on a ``cols``×``rows`` mesh
+    (``make soak`` runs its seeds on the same build, sim/soak.py)."""
+    return dict(verilog=muon_verilog(cols, rows), toplevel=TOPLEVEL, test_module=TESTBENCH,
+                config_name=f"muon-{cols}x{rows}",
+                extra_env={"V4HW_MUON_COLS": str(cols), "V4HW_MUON_ROWS": str(rows)},
+                timeout_s=TIMEOUT_S[simulator], gtkw_groups=MUON_GTKW_GROUPS,
+                verilator_public="top", verilator_opt="-O1")
+
+
 @pytest.mark.cocotb
 @pytest.mark.parametrize("simulator,mesh,test", CASES)
 def test_muon(simulator, mesh, test):
-    cols, rows = mesh
-    run_cocotb(simulator, muon_verilog(cols, rows), TOPLEVEL, TESTBENCH,
-               config_name=f"muon-{cols}x{rows}", testcase=test,
-               extra_env={"V4HW_MUON_COLS": str(cols), "V4HW_MUON_ROWS": str(rows)},
-               timeout_s=TIMEOUT_S[simulator], gtkw_groups=MUON_GTKW_GROUPS,
-               verilator_public="top", verilator_opt="-O1")
+    run_cocotb(simulator, testcase=test, **cocotb_args(simulator, *mesh))

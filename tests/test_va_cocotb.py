@@ -65,13 +65,20 @@ def va_verilog(lanes=L, data_width=DATA_WIDTH, fn_lanes=None):
                                     emit_src=False)
 
 
+def cocotb_args(simulator):
+    """``run_cocotb``'s arguments but the testcase of ``test_va`` (L=8; ``make soak``
+    runs its seeds on the same build, sim/soak.py)."""
+    return dict(verilog=va_verilog(), toplevel=TOPLEVEL, test_module=TESTBENCH,
+                config_name=config_name(L), gtkw_groups=VA_GTKW_GROUPS,
+                timeout_s=TIMEOUT_S[simulator], **VERILATOR,
+                extra_env={"V4HW_VA_LANES": str(L)})
+
+
 @pytest.mark.cocotb
 @pytest.mark.parametrize("test", TESTS)
 @pytest.mark.parametrize("simulator", SIMULATORS)
 def test_va(simulator, test):
-    run_cocotb(simulator, va_verilog(), TOPLEVEL, TESTBENCH, config_name=config_name(L),
-               testcase=test, gtkw_groups=VA_GTKW_GROUPS, timeout_s=TIMEOUT_S[simulator],
-               **VERILATOR, extra_env={"V4HW_VA_LANES": str(L)})
+    run_cocotb(simulator, testcase=test, **cocotb_args(simulator))
 
 
 @pytest.mark.cocotb

@@ -137,11 +137,16 @@ durations: setup
 # make test's cocotb tests but Icarus's) on coverage builds of their own
 # (build/sim/*-verilator-cov-*), then merged and reported per block into build/coverage/
 # (text, LCOV and HTML; BLOCKS="mc muon" reports those only). The report comes even when a
-# test failed; the exit status is then the tests'.
+# test failed; the exit status is then the tests'. The same runs sample the functional
+# coverage (sim/fcov.py, V4HW_FCOV=1), reported per block after the lines and toggles and in
+# build/coverage/functional.txt. FCOV_ONLY=1: the functional coverage alone, on the normal
+# builds (no coverage build, much faster).
 COVERAGE_ARGS ?= -m "cocotb and not regress" -k "not icarus"
 coverage: setup .coverage-tools
-	V4HW_COVERAGE=1 $(BIN)/python -m pytest -n $(TEST_JOBS) --dist worksteal $(COVERAGE_ARGS); \
-	    status=$$?; $(BIN)/python -m sim.coverage $(BLOCKS) || exit 1; exit $$status
+	$(if $(FCOV_ONLY),,V4HW_COVERAGE=1) V4HW_FCOV=1 $(BIN)/python -m pytest -n $(TEST_JOBS) \
+	    --dist worksteal $(COVERAGE_ARGS); status=$$?; \
+	    $(BIN)/python -m sim.coverage $(if $(FCOV_ONLY),--functional,$(BLOCKS)) || exit 1; \
+	    exit $$status
 
 # make soak [SEEDS=1000] [BLOCKS=ma,va,mc,muon] [TESTS=ma.gemm_random,...] [SOAK_JOBS=cores]
 # [SOAK_MINUTES=]: each block's random cocotb test over SEEDS new seeds on Verilator, many

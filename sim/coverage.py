@@ -26,9 +26,17 @@ signal the block drives (a ``$N`` temporary through the register it is clocked i
 point on an ``assign`` to the line of its first operator's ``src``, else of its target.
 So a line of ``amaranth.info`` is a signal's: a statement that sets a signal counts on the
 line that made the signal, and it is hit when every coverage point mapped there is.
+
+Functional coverage (:mod:`sim.fcov`, ``V4HW_FCOV=1``, which ``make coverage`` sets): every
+run's ``fcov.yml`` under ``build/sim/`` (any build, either simulator) is merged with
+cocotb-coverage's ``merge_coverage`` into ``build/coverage/functional/merged.yml``;
+:func:`functional_report` prints per block the bins hit of each coverpoint and cross and
+its holes, and writes them all to ``build/coverage/functional.txt``. ``--functional``
+reports only that (after runs of the normal builds, without ``V4HW_COVERAGE``).
 """
 
 import argparse
+import ast
 import functools
 import os
 import re
@@ -38,7 +46,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-__all__ = ["emit_src_everywhere", "read_points", "verilog_sources", "report", "main"]
+__all__ = ["emit_src_everywhere", "read_points", "verilog_sources", "report", "fcov_databases",
+           "functional_report", "main"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BUILD_ROOT = REPO_ROOT / "build" / "sim"
@@ -392,6 +401,116 @@ def report(blocks=None, build_root=BUILD_ROOT, out_root=OUT_ROOT, html=True):
     return text
 
 
+# --- Functional coverage (sim/fcov.py) -------------------------------------------------------
+
+HOLES_SHOWN = 10
+
+
+def fcov_databases(build_root=BUILD_ROOT):
+    """Every run's functional-coverage database under ``build_root`` (``fcov.yml`` in
+    ``<build>/runs/<run>/``: normal and coverage builds, both simulators)."""
+    from . import fcov
+    return sorted(Path(build_root).glob(f"*/runs/*/{fcov.DB_NAME}"))
+
+
+def _current_items():
+    """``{item: [bins as str]}`` of every block's model and group."""
+    from . import fcov
+    fcov._model_table()
+    items = {}
+    for block, spec in fcov.MODELS.items():
+        items.update(fcov.model_bins(block))
+        for group in spec.get("groups", {}):
+            items.update(fcov.model_bins(block, group))
+    return {name: [str(b) for b in bins] for name, bins in items.items()}
+
+
+def _stale(db, items):
+    """Whether a database has an item or bins the current model does not (a run of an
+    older model): it cannot be merged."""
+    for name, entry in db.items():
+        bins = entry.get("bins:_hits")
+        if bins is None:
+            continue
+        if name not in items or sorted(map(str, bins)) != sorted(items[name]):
+            return True
+    return False
+
+
+def _bin_label(text):
+    """A bin as the report shows it: a cross's ``('BF16', 'NONE')`` as ``BF16/NONE``."""
+    text = str(text)
+    if text.startswith("(") and text.endswith(")"):
+        return "/".join(str(part) for part in ast.literal_eval(text))
+    return text
+
+
+def functional_report(build_root=BUILD_ROOT, out_root=OUT_ROOT, databases=None):
+    """Merge the functional-coverage databases (cocotb-coverage's ``merge_coverage``) into
+    ``<out_root>/functional/merged.yml``; print and write (``functional.txt``) per block the
+    bins hit of each coverpoint and cross, and its holes (bins never hit). ``databases``:
+    the files (default: :func:`fcov_databases`). Returns ``(text, {block: (hit, total)})``."""
+    import yaml
+    from cocotb_coverage.coverage import merge_coverage
+
+    files = list(databases) if databases is not None else fcov_databases(build_root)
+    if not files:
+        raise SystemExit(f"error: no functional-coverage database (fcov.yml) under "
+                         f"{build_root} (run the tests with V4HW_FCOV=1, or `make coverage`)")
+    items = _current_items()
+    fresh, stale = [], []
+    for file in files:
+        db = yaml.safe_load(Path(file).read_text()) or {}
+        (stale if _stale(db, items) else fresh).append(file)
+    if not fresh:
+        raise SystemExit(f"error: all {len(files)} functional-coverage databases are of an "
+                         "older model; rerun the tests with V4HW_FCOV=1")
+    folder = Path(out_root) / "functional"
+    folder.mkdir(parents=True, exist_ok=True)
+    merged_file = folder / "merged.yml"
+    merge_coverage(lambda message: None, str(merged_file), *map(str, fresh))
+    merged = yaml.safe_load(merged_file.read_text())
+    blocks = {}
+    for name in items:
+        blocks.setdefault(name.split(".")[0], []).append(name)
+    out = [f"functional coverage: {len(fresh)} runs"
+           + (f" ({len(stale)} of an older model left out)" if stale else "")]
+    full = list(out)
+    figures = {}
+    for block, names in blocks.items():
+        sampled = [n for n in names if n in merged]
+        if not sampled:
+            out.append(f"{block}: no samples")
+            full.append(out[-1])
+            continue
+        rows, hit, total = [], 0, 0
+        holes_of = {}
+        for name in names:
+            bins = {str(k): v for k, v in merged.get(name, {}).get("bins:_hits", {}).items()}
+            counts = [bins.get(b, 0) for b in items[name]]
+            item_hit = sum(1 for c in counts if c > 0)
+            hit, total = hit + item_hit, total + len(counts)
+            holes_of[name] = [_bin_label(b) for b, c in zip(items[name], counts, strict=True)
+                              if c == 0]
+            rows.append(f"  {name.removeprefix(block + '.')}: {_percent(item_hit, len(counts))}"
+                        f", {sum(counts)} samples")
+        figures[block] = (hit, total)
+        head = [f"{block}: bins {_percent(hit, total)}", *rows]
+        out += head
+        full += head
+        for name, holes in holes_of.items():
+            if not holes:
+                continue
+            label = name.removeprefix(block + ".")
+            shown = ", ".join(holes[:HOLES_SHOWN])
+            more = f", ... ({len(holes)} in all)" if len(holes) > HOLES_SHOWN else ""
+            out.append(f"  holes of {label}: {shown}{more}")
+            full.append(f"  holes of {label} ({len(holes)}): {', '.join(holes)}")
+    text = "\n".join(out) + "\n"
+    (Path(out_root) / "functional.txt").write_text("\n".join(full) + "\n")
+    return text, figures
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(
         prog="python -m sim.coverage",
@@ -399,9 +518,14 @@ def main(argv=None):
                     "LCOV and HTML, print the lines and toggles hit and the worst modules.")
     parser.add_argument("blocks", nargs="*", help="blocks to report (default: every one run)")
     parser.add_argument("--no-html", action="store_true", help="skip genhtml")
+    parser.add_argument("--functional", action="store_true",
+                        help="only the functional coverage (the fcov.yml of V4HW_FCOV=1 runs)")
     args = parser.parse_args(argv)
     try:
-        sys.stdout.write(report(args.blocks or None, html=not args.no_html))
+        if not args.functional:
+            sys.stdout.write(report(args.blocks or None, html=not args.no_html))
+        if args.functional or fcov_databases():
+            sys.stdout.write(functional_report()[0])
     except subprocess.CalledProcessError as error:
         raise SystemExit(f"error: {Path(error.cmd[0]).name} failed: "
                          f"{(error.stderr or '').strip().splitlines()[-1:]}") from None

@@ -41,6 +41,7 @@ from hdl.ma import regmap
 from hdl.top.ma import caps_word
 from spec.codes import MA_MODE_B_T, MA_MODE_BF16, BlockId, ErrorCode, MaMode
 
+from . import fcov
 from .bfm import PAGE, KernelBench
 from .blocks import descriptor
 
@@ -416,6 +417,9 @@ class MaBench(KernelBench):
             await self.regs.write("IRQ_ENABLE", 0)
         if outcome.done and len(self.ram.acks) > acks:
             outcome.ack_to_ctr = outcome.ctr - self.timebase_at(self.ram.acks[-1])
+        fcov.sample("ma", mode=MaMode(cmd.mode).name, accumulate=bool(cmd.accumulate),
+                    shape=fcov.ma_shape_class(cmd.m, cmd.k, cmd.n, self.p, MAX_DIM),
+                    code=outcome.code.name, bp=self.pausing)
         return outcome
 
     async def gemm(self, mode, a, b, c=None, *, accumulate=False, a_addr, b_addr, c_addr,

@@ -28,12 +28,13 @@ from dataclasses import dataclass, field
 import cocotb
 from cocotb.triggers import FallingEdge
 
-from golden.mc import ByteMemoryModel, check_request, word_span
+from golden.mc import LINE_BYTES, ByteMemoryModel, check_request, word_span
 from hdl.mc import regmap
 from hdl.mc.channel import RequestLayout, ResponseLayout, WriteWordLayout
 from hdl.top.mc import caps_word
 from spec.codes import BlockId, ErrorCode, McOp
 
+from . import fcov
 from .bfm import KernelBench
 from .blocks import descriptor
 
@@ -244,6 +245,10 @@ class McBench(KernelBench):
         c.waiting.popleft()
         req.done = self.cycle
         c.answered.append(req)
+        fcov.sample("mc", op=req.op.name, channel=c.index, cls=req.cls,
+                    length=fcov.mc_length_class(req.length, self.lanes, LINE_BYTES),
+                    code=ErrorCode(next((e for _, e in req.items if e), 0)).name,
+                    bp=self.pausing or c.idle > 0 or c.stall > 0)
         self._check(c, req, code)
 
     def _check(self, c, req, code):

@@ -35,6 +35,7 @@ from hdl.muon.layouts import DropLayout, FlitLayout
 from hdl.top.muon import caps_word
 from spec.codes import BlockId, ErrorCode, MuonVc
 
+from . import fcov
 from .bfm import PERIOD_NS, KernelBench
 from .blocks import descriptor
 from .muon_capture import write_capture
@@ -129,6 +130,9 @@ class Packet:
     dropped: int = None
     bad_dst: bool = False
     flits_seen: int = 0
+    sampled: bool = False
+    waited: bool = False        # a flit of it was offered and not taken (the mesh was busy)
+    stalled: bool = False       # the ejection ports had random back-pressure when it was made
 
     def flit(self, index):
         head, tail = index == 0, index == self.length - 1
@@ -218,7 +222,8 @@ class MuonBench(KernelBench):
 
     def new_packet(self, src, dst, cls, length, **kwargs):
         self._serial += 1
-        packet = Packet(self._serial, tuple(src), tuple(dst), cls, length, **kwargs)
+        packet = Packet(self._serial, tuple(src), tuple(dst), cls, length,
+                        stalled=self.eject_stall > 0, **kwargs)
         self.packets.append(packet)
         return packet
 
@@ -253,6 +258,8 @@ class MuonBench(KernelBench):
                         self._injected(node, *node.offered, n)
                     elif node.offered[0].vc == MuonVc.RESERVED:
                         self._error(f"cycle {n}: node {node.xy} did not take a reserved flit")
+                    else:
+                        node.offered[0].waited = True
                 if int(ev.value):
                     if node.shown is None:
                         node.shown = n      # first cycle this flit is on the port
@@ -398,6 +405,7 @@ class MuonBench(KernelBench):
     async def finish(self):
         """Drain, then check everything the scoreboard knows; returns the packets."""
         await self.drain()
+        self._sample()
         by_flow = defaultdict(list)
         for p in self.packets:
             if p.rx is not None:
@@ -424,6 +432,20 @@ class MuonBench(KernelBench):
             self._error(f"BAD_DST = {bad}, but {seen} seen")
         self.check()
         return self.packets
+
+    def _sample(self):
+        """Functional coverage (:mod:`sim.fcov`): every packet sent, once, at its end."""
+        if not fcov.enabled():
+            return
+        for p in self.packets:
+            if p.tx is None or p.sampled:
+                continue
+            p.sampled = True
+            outcome = ("delivered" if p.rx is not None else "bad_dst" if p.bad_dst
+                       else "stale_drop")
+            fcov.sample("muon", vc=MuonVc(p.vc).name, cls=p.cls,
+                        length=fcov.muon_length_class(p.length), outcome=outcome,
+                        waited=p.waited, bp=p.stalled)
 
     def check(self):
         if self.errors:
@@ -452,6 +474,7 @@ class MuonBench(KernelBench):
             assert status["ERROR"] and code == ErrorCode.BAD_COMMAND, (
                 f"request {src}→{dst} start {start} duration {duration} bandwidth "
                 f"{bandwidth}: expected BAD_COMMAND, STATUS {status}, ERROR {code}")
+            fcov.sample("muon", "rsv", answer="bad_request")
             return None
         assert status["DONE"] and not status["ERROR"], f"request not done: {status}"
         result = await self.regs.read_fields("RSV_RESULT")
@@ -462,6 +485,8 @@ class MuonBench(KernelBench):
         assert got == want, (f"request {src}→{dst} start {start} duration {duration} at "
                              f"cycle {req_cycle}: RTL (granted, full, id, retry) {got}, "
                              f"golden {want}")
+        fcov.sample("muon", "rsv",
+                    answer="granted" if got[0] else "full" if got[1] else "retry")
         record = {"src": list(src), "dst": list(dst), "start": start, "duration": duration,
                   "bandwidth": bandwidth, "req_cycle": req_cycle, "grant_cycle": grant_cycle,
                   "granted": got[0], "full": got[1], "id": got[2] if got[0] else None,

@@ -15,14 +15,17 @@ import numpy as np
 from golden.va import MemoryWindow, execute
 from hdl.top.va import caps_word
 from hdl.va import regmap
-from spec.codes import BlockId, ErrorCode
+from spec.codes import BlockId, ErrorCode, VaOpcode
+from spec.va import MAX_LENGTH
 
+from . import fcov
 from .bfm import KernelBench
 from .blocks import descriptor
 
 __all__ = ["VA_GTKW_GROUPS", "VaOutcome", "VaBench"]
 
 QUIET_CYCLES = 64
+_OPCODES = {int(op) for op in VaOpcode}
 
 
 @dataclass
@@ -107,6 +110,9 @@ class VaBench(KernelBench):
             assert outcome.cycles > 0, f"CTR {hi << 32 | lo} is not after START ({started})"
         await self.regs.write_fields("IRQ_STATUS", done=1, error=1)
         assert not int(self.dut.interrupt.value), "interrupt stays high after W1C"
+        fcov.sample("va", op=VaOpcode(cmd.op).name if cmd.op in _OPCODES else "invalid",
+                    length=fcov.va_length_class(cmd.length, self.lanes, MAX_LENGTH),
+                    code=code.name, bp=self.pausing)
         return outcome
 
     def window_bytes(self):

@@ -73,6 +73,7 @@ class KernelBench:
                                  write_latency=write_latency)
         self.regs = Registers(self.axil, self.REGMAP)
         self.caps = None
+        self._paused = set()       # ids of the channels with a pause generator
         self._reset_edge = None
         self._time_offset = 0
 
@@ -167,6 +168,12 @@ class KernelBench:
             assert fired is not timeout, f"no interrupt within {max_cycles} cycles{what}"
 
     # -- random pauses
+    @property
+    def pausing(self):
+        """Whether some bus channel has random pauses on (:meth:`pause`): the back-pressure
+        bin of the functional coverage (:mod:`sim.fcov`)."""
+        return bool(self._paused)
+
     def axil_channels(self):
         """The five channel objects of the AXI4-Lite master (AW, W, B, AR, R)."""
         return [self.axil.write_if.aw_channel, self.axil.write_if.w_channel,
@@ -181,7 +188,9 @@ class KernelBench:
             if probability:
                 channel.set_pause_generator(
                     random_pauses(random.Random(self.rng.getrandbits(32)), probability))
+                self._paused.add(id(channel))
             else:
+                self._paused.discard(id(channel))
                 channel.clear_pause_generator()
                 # Clearing the generator leaves `pause` at its last value.
                 channel.pause = False

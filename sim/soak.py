@@ -188,8 +188,7 @@ def soak_rerun(test, seed):
 
 
 def _run_args(test):
-    args = import_module(test.module).cocotb_args("verilator", *test.args)
-    return args
+    return import_module(test.module).cocotb_args("verilator", *test.args)
 
 
 def _run_chunk(test, args, seeds, index, out_dir):
@@ -296,7 +295,7 @@ def soak_seeds(args):
         while queue or running:
             while queue and len(running) < args.jobs:
                 if deadline is not None and time.monotonic() >= deadline:
-                    not_run += [(t, s) for t, chunk in queue for s in chunk]
+                    not_run += [(t, s, "time") for t, chunk in queue for s in chunk]
                     queue = []
                     break
                 test, chunk = queue.pop(0)
@@ -327,19 +326,25 @@ def soak_seeds(args):
                 if rest and mine:         # it died in a seed: the rest in a new process
                     queue.insert(0, (test, rest))
                 elif rest:
-                    not_run += [(test, s) for s in rest]
+                    not_run += [(test, s, "error") for s in rest]
     wall = time.monotonic() - started
     _junit(out_dir / "soak.xml", tests, outcomes)
-    print(f"soak: {len(outcomes)} seed(s) in {wall / 60:.1f} min, {args.jobs} process(es) at a time")
+    print(f"soak: {len(outcomes)} seed(s) in {wall / 60:.1f} min "
+          f"({60 * len(outcomes) / wall:.1f} seeds/min), {args.jobs} process(es) at a time")
     status = 0
     for t in tests:
         mine = [o for o in outcomes if o["test"] == t.name]
         failed = [o for o in mine if not o["passed"]]
-        skipped = sum(1 for x, _ in not_run if x is t)
+        late = sum(1 for x, _, why in not_run if x is t and why == "time")
+        lost = sum(1 for x, _, why in not_run if x is t and why == "error")
+        if lost:
+            status = 1
         busy = sum(o["wall_s"] or 0 for o in mine)
         rate = f", {60 * len(mine) / busy:.1f} seeds/min a process" if busy else ""
         print(f"  {t.name}: {len(mine)} seed(s) run, {len(failed)} failed"
-              + (f", {skipped} not run (time)" if skipped else "") + rate)
+              + (f", {late} not run (the time was up)" if late else "")
+              + (f", {lost} not run (their simulation did not start a seed: see above)"
+                 if lost else "") + rate)
         for o in failed:
             status = 1
             print(f"    seed {o['seed']}: {o['message'].splitlines()[0] if o['message'] else 'failed'}\n"

@@ -30,6 +30,12 @@ nothing else has been written; :meth:`TileRuntime.resume` runs the op again (its
 first restored when it reads them: an in-place VA op, an accumulating GEMM) and the
 commands after it.
 
+Given the cache-migrate engine's registers (``blocks["migrate"]``, at
+``spec.tile.base("migrate")``), :meth:`TileRuntime.migrate` runs a copy beside the
+program (physical SRC, DST, LENGTH; its :class:`CopyRecord` in :attr:`TileRuntime.copies`):
+the same START, wait, CTR, :class:`CommandTimeout` and :class:`CommandError` (naming the
+copy) and the same recovery; :meth:`TileRuntime.retry_copy` runs a failed copy again.
+
 With ``check=True`` the runtime runs the golden interpreter (:class:`golden.program.Machine`)
 in lock step: after every command that ran on the RTL, every tensor it writes is compared
 bit for bit with the golden memory (:class:`Mismatch` names the op, the tensor and the
@@ -53,6 +59,7 @@ import numpy as np
 
 from golden import va as gva
 from golden.ma import TatEntry
+from golden.migrate_latency import migrate_cycles
 from golden.program import (
     DTYPES,
     BlockConfig,
@@ -71,6 +78,7 @@ __all__ = [
     "PHYS_BASE", "Layout", "layout", "tat_entries", "va_commands", "va_register_writes",
     "ma_register_writes", "tat_register_writes", "decode_va_registers", "decode_ma_registers",
     "written_tensors", "read_tensors", "rewritten_inputs", "Capabilities", "OpRecord",
+    "CopyRecord",
     "RuntimeFailure", "CommandTimeout", "CommandError", "Mismatch", "TileRuntime",
     "decode_programs", "DecodeSession", "format_table",
     "format_by_stage", "format_by_opcode", "format_summary",
@@ -337,6 +345,31 @@ class OpRecord:
     when :meth:`TileRuntime.resume` runs the op again."""
 
 
+@dataclass
+class CopyRecord:
+    """One copy of the cache-migrate engine as the runtime ran it (:meth:`TileRuntime.migrate`):
+    ``index`` its number among the runtime's copies, ``src`` / ``dst`` physical byte
+    addresses, ``length`` bytes, ``what`` the caller's label; ``cycles`` START → CTR;
+    ``predicted`` :func:`golden.migrate_latency.migrate_cycles` at the program's memory
+    latency (the engine on its own memory port: through the tile it takes longer,
+    docs/tile/migrate.md); ``error`` a failed attempt, kept when it is run again."""
+    index: int
+    src: int
+    dst: int
+    length: int
+    what: str
+    predicted: int
+    cycles: int = None
+    error: str = None
+    block = "migrate"
+    repeat = 1
+
+    def describe(self):
+        label = f", {self.what!r}" if self.what else ""
+        return (f"copy {self.index} (migrate COPY of {self.length} bytes {self.src:#x} -> "
+                f"{self.dst:#x}{label})")
+
+
 class RuntimeFailure(Exception):
     """A command of the program failed on the RTL (:attr:`record` says which)."""
 
@@ -364,6 +397,8 @@ class Mismatch(RuntimeFailure):
 
 
 def _what(rec, rep=None):
+    if isinstance(rec, CopyRecord):
+        return rec.describe()
     r = "" if rep is None or rec.repeat == 1 else f", repetition {rep} of {rec.repeat}"
     return f"op {rec.index} ({rec.block} {rec.opcode}, stage {rec.stage!r}{r})"
 
@@ -376,7 +411,8 @@ class TileRuntime:
 
     ``memory``: the physical memory (``read(addr, n)`` / ``write(addr, data)``).
     ``blocks``: ``{"va": Registers, "ma": Registers}`` (either may be missing: its
-    commands are then played by the host). ``now``: callable, the timebase at the latest
+    commands are then played by the host), and ``"migrate"``: the cache-migrate engine's,
+    for :meth:`migrate`. ``now``: callable, the timebase at the latest
     rising edge (:meth:`sim.bfm.KernelBench.now`); ``interrupt``: the ``interrupt``
     signal, or None to poll STATUS. ``layout``: a :class:`Layout` (default
     :func:`layout` of the program at :data:`PHYS_BASE`). ``capabilities``: default
@@ -405,6 +441,10 @@ class TileRuntime:
         self.check, self.timeout = check, timeout
         self.golden = None
         self.records = []
+        self.copies = []
+        self.failed_copy = None
+        self._copy_saved = None
+        self._migrate_caps = None
         self._shadow = {name: {} for name in self.blocks}
 
     # memory
@@ -632,6 +672,69 @@ class TileRuntime:
             if on_record is not None:
                 on_record(rec)
         return self.records
+
+    # the cache-migrate engine
+
+    async def _migrate_params(self):
+        """(bus bytes, max_burst, max_outstanding) from the engine's CAPS, read once."""
+        if self._migrate_caps is None:
+            caps = await self.blocks["migrate"].read("CAPS")
+            self._migrate_caps = ((caps >> 8) & 0xFF, (caps >> 16) & 0xFF, caps & 0xFF)
+        return self._migrate_caps
+
+    async def migrate(self, src, dst, length, what=""):
+        """Copy ``length`` bytes from physical ``src`` to physical ``dst`` with the
+        cache-migrate engine (``blocks["migrate"]``): its registers, START, the wait (the
+        interrupt or STATUS), the CTR. Returns its :class:`CopyRecord` (also appended to
+        :attr:`copies`). A copy that ends in ERROR raises :class:`CommandError` naming it
+        (``copy <n> (migrate COPY of <length> bytes <src> -> <dst>, <what>)``, the
+        engine's code and ERR_ADDR, the MC's error) after the same recovery as a block's
+        (IRQ_STATUS cleared, the MC's error read and cleared); :attr:`failed_copy` is then
+        its record and :meth:`retry_copy` runs it again. A copy down over its own source
+        (``dst < src < dst + length``) may overwrite source bytes before it fails: they are
+        saved before START and given back before the retry. The program's golden
+        interpreter is not involved: the engine copies bytes."""
+        if "migrate" not in self.blocks:
+            raise ValueError("no cache-migrate engine: give blocks['migrate'] (its Registers)")
+        if self.failed_copy is not None:
+            raise ValueError(f"{self.failed_copy.describe()} failed: retry_copy() it first")
+        bus, burst, outstanding = await self._migrate_params()
+        try:
+            predicted = migrate_cycles(length, src=src, dst=dst, bus_bytes=bus, max_burst=burst,
+                                       max_outstanding=outstanding,
+                                       read_latency=max(self.program.config.latency, 1))
+        except ValueError as error:
+            raise ValueError(f"copy of {length} bytes {src:#x} -> {dst:#x}: {error}") from None
+        rec = CopyRecord(len(self.copies), src, dst, length, what, predicted)
+        self.copies.append(rec)
+        saved = self.memory.read(src, length) if dst < src < dst + length else None
+        return await self._run_copy(rec, saved)
+
+    async def retry_copy(self):
+        """Run the copy that failed last (:attr:`failed_copy`) again, its source first
+        given back the bytes a failed downward move may have overwritten; returns its
+        record (the failed attempt in ``error``)."""
+        rec, saved = self.failed_copy, self._copy_saved
+        if rec is None:
+            raise ValueError("no failed copy to retry")
+        if saved is not None:
+            self.memory.write(rec.src, saved)
+        self.failed_copy = self._copy_saved = None
+        return await self._run_copy(rec, saved)
+
+    async def _run_copy(self, rec, saved):
+        regs = self.blocks["migrate"]
+        writes = [(f"{name}_{half}", regs.encode(f"{name}_{half}",
+                                                 addr=(a & 0xFFFFFFFF) if half == "LO" else a >> 32))
+                  for name, a in (("SRC", rec.src), ("DST", rec.dst)) for half in ("LO", "HI")]
+        writes.append(("LENGTH", regs.encode("LENGTH", value=rec.length)))
+        budget = self.timeout[0] + self.timeout[1] * rec.predicted
+        try:
+            rec.cycles = await self._start("migrate", rec, None, writes, budget)
+        except CommandError:
+            self.failed_copy, self._copy_saved = rec, saved
+            raise
+        return rec
 
     def mismatches(self, exclude=()):
         """Tensors whose memory differs from the golden interpreter's, but those named in

@@ -15,6 +15,7 @@ import pytest
 
 from golden import va as gva
 from golden.ma import gemm
+from golden.migrate_latency import migrate_cycles
 from golden.program import (
     BlockConfig,
     MaCmd,
@@ -26,6 +27,7 @@ from golden.program import (
 )
 from hdl.ma import regmap as ma_regmap
 from hdl.mc import regmap as mc_regmap
+from hdl.tile import migrate_regmap
 from hdl.va import regmap as va_regmap
 from hdl.va.core import RTL_OPCODES
 from sim.regs import Registers
@@ -260,10 +262,8 @@ class FakeBlock:
             if self.fail and self.fail_at in (None, self.starts):
                 self.status = 0b100
                 self.code = self.fail
-                if self.fail_at is not None and self.kind == "va":
-                    names = [r["name"] for r in self.regs._registers.values() if r["access"] == "RW"]
-                    vc = decode_va_registers(self.regs, self._w(names))
-                    self.memory.write(vc.dst, b"\xff" * 16)
+                if self.fail_at is not None:
+                    self.partial()
             else:
                 self.run()
                 self.status = 0b010
@@ -275,6 +275,14 @@ class FakeBlock:
 
     def _w(self, names):
         return [(n, self.values.get(n, 0)) for n in names]
+
+    def partial(self):
+        """What a failing command (``fail_at``) writes before its error: a VA command 16
+        bytes of 0xFF at its DST."""
+        if self.kind == "va":
+            names = [r["name"] for r in self.regs._registers.values() if r["access"] == "RW"]
+            vc = decode_va_registers(self.regs, self._w(names))
+            self.memory.write(vc.dst, b"\xff" * 16)
 
     def run(self):
         mem = self.memory
@@ -448,3 +456,98 @@ def test_runtime_rewrites_the_tat_after_a_tat_miss():
     with pytest.raises(CommandError, match="TAT_MISS"):
         asyncio.run(rt.run_command(1, prog.commands[1]))
     assert fakes["ma"].writes - writes >= 12, "the 12 TAT registers are written again"
+
+
+# --- copies of the cache-migrate engine -----------------------------------------------------
+
+
+class FakeMigrate(FakeBlock):
+    """The cache-migrate engine's control port (the default CAPS: 8 read bursts, a 16-byte
+    bus, bursts of 16 words): START copies LENGTH bytes from SRC to DST forward (a
+    ``memmove`` downwards); a failing START (``fail_at``) first copies the first two words."""
+
+    def __init__(self, memory, clock, **kwargs):
+        super().__init__("migrate", Registers(None, migrate_regmap), memory, clock, **kwargs)
+        self.values["CAPS"] = 0x0010_1008
+
+    def _copy(self, words=None):
+        v = self.values
+        src = v.get("SRC_HI", 0) << 32 | v.get("SRC_LO", 0)
+        dst = v.get("DST_HI", 0) << 32 | v.get("DST_LO", 0)
+        n = v["LENGTH"] if words is None else 16 * words
+        self.memory.write(dst, self.memory.read(src, n))
+
+    def run(self):
+        self._copy()
+
+    def partial(self):
+        self._copy(words=2)
+
+
+def _copy_runtime(**kwargs):
+    """The notes step's runtime with a fake migrate engine and MC, over the program's
+    memory and 8 KiB more (the copies' spare region, from ``spare``)."""
+    (_, prog, _), = programs("notes")
+    clock = SimpleNamespace(t=0)
+    lay = layout(prog)
+    memory = FakeMemory(lay.phys_base, lay.size + 8192)
+    engine = FakeMigrate(memory, clock, **kwargs)
+    mc = FakeMc(kwargs["fail"], 0x2220) if kwargs.get("fail") else FakeMc()
+    rt = TileRuntime(prog, memory, {"migrate": Registers(engine, migrate_regmap)},
+                     now=lambda: clock.t, mc=Registers(mc, mc_regmap))
+    rt.load()
+    asyncio.run(rt.setup())
+    spare = lay.phys(lay.size + 4096 - lay.size % 4096) if lay.size % 4096 else lay.phys(lay.size)
+    assert spare + 4096 <= lay.phys_base + memory.data.size
+    return rt, engine, mc, memory, spare
+
+
+def test_runtime_runs_a_migrate_copy():
+    """A copy of a tensor to the spare region: the registers, START, CTR; the record and
+    the latency model's prediction."""
+    rt, engine, _, memory, spare = _copy_runtime()
+    t = rt.program.tensors["w.o_proj"]
+    src = rt.layout.phys(t.addr)
+    rec = asyncio.run(rt.migrate(src, spare, 1024, "o_proj to the spare region"))
+    assert memory.read(spare, 1024) == memory.read(src, 1024) != bytes(1024)
+    assert rt.copies == [rec] and rec.index == 0 and rec.cycles > 0 and rec.error is None
+    assert rec.predicted == migrate_cycles(1024, src=src, dst=spare, read_latency=CFG.latency)
+    assert engine.starts == 1
+
+
+def test_runtime_copy_error_names_the_copy_and_retries():
+    """A copy that ends in ERROR: the error names the copy (number, length, addresses,
+    label) with the engine's and the MC's errors, the MC is cleared, another copy is
+    refused until :meth:`retry_copy`, which runs it again; a downward move over its own
+    source has the source given back before the retry, so the retry moves the original
+    bytes (``memmove``)."""
+    rt, engine, mc, memory, spare = _copy_runtime(fail=ErrorCode.AXI_READ_ERROR, fail_at=1)
+    rng = np.random.default_rng(5)
+    data = rng.integers(0, 256, 1024, np.uint8).tobytes()
+    memory.write(spare + 256, data)
+    src, dst = spare + 256, spare + 240          # down by one word, over its own source
+    with pytest.raises(CommandError, match=rf"copy 0 \(migrate COPY of 1024 bytes {src:#x} -> "
+                                           rf"{dst:#x}, 'move'\) ended in ERROR AXI_READ_ERROR at "
+                                           r"ERR_ADDR 0x1234 \(MC: AXI_READ_ERROR at ERR_ADDR "
+                                           r"0x2220\)") as e:
+        asyncio.run(rt.migrate(src, dst, 1024, "move"))
+    assert e.value.record is rt.failed_copy is rt.copies[0] and e.value.code is ErrorCode.AXI_READ_ERROR
+    assert mc.code is ErrorCode.NONE and "CLEAR" in mc.cleared
+    assert memory.read(src, 1024) != data, "the model's partial copy overwrote the source"
+    with pytest.raises(ValueError, match=r"copy 0 .* failed: retry_copy\(\) it first"):
+        asyncio.run(rt.migrate(src, spare, 16))
+    rec = asyncio.run(rt.retry_copy())
+    assert memory.read(dst, 1024) == data and rec.error.startswith("AXI_READ_ERROR")
+    assert rt.failed_copy is None and len(rt.copies) == 1 and engine.starts == 2
+    with pytest.raises(ValueError, match="no failed copy"):
+        asyncio.run(rt.retry_copy())
+
+
+def test_runtime_copy_refusals():
+    rt, _, _, _, spare = _copy_runtime()
+    with pytest.raises(ValueError, match="length must be a positive multiple of 16"):
+        asyncio.run(rt.migrate(spare, spare + 1024, 24))
+    (_, prog, _), = programs("notes")
+    plain = TileRuntime(prog, FakeMemory(PHYS_BASE, 64), {}, now=lambda: 0)
+    with pytest.raises(ValueError, match=r"no cache-migrate engine"):
+        asyncio.run(plain.migrate(PHYS_BASE, PHYS_BASE + 32, 16))

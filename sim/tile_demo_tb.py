@@ -21,17 +21,20 @@ Environment (set by ``tests/test_tile_step_cocotb.py`` and ``v4hw demo``):
 
 ``V4HW_TS_PRESET``   tile preset (``notes``, ``deepseek-v4``)
 ``V4HW_TS_LIMIT``    run only the first N commands of the step (all layers counted; 0: all)
-``V4HW_TS_STEPS``    ``decode_steps``: how many consecutive steps (default 2)
+``V4HW_TS_STEPS``    ``decode_steps``, ``prefill_then_decode``: how many consecutive steps
+                     (default 2)
 ``V4HW_TS_P``, ``V4HW_TS_L``  the DUT's MA P and VA L (checked against PARAMS)
 ``V4HW_TS_LATENCY``  the bench memory's read and write latency (default 9)
 ``V4HW_TS_PAUSE``    probability of a pause cycle on each of ``m_axi_gmem``'s five channels
                      (random back-pressure on AR, AW, W and idle cycles on R, B; default 0),
                      drawn from the test's seed (:func:`sim.seed.test_seed`)
-``V4HW_TS_TOKENS``   ``prefill``: the prompt's tokens (default 16)
+``V4HW_TS_TOKENS``   ``prefill``, ``prefill_then_decode``: the prompt's tokens (default 16)
 ``V4HW_TS_REPORT``   a JSON file for the records, the tables and the figures
 
 ``prefill`` runs the preset's prefill of ``V4HW_TS_TOKENS`` tokens (every layer's whole
-program, :func:`prefill_programs`); ``tests/tile_faults_tb.py`` injects faults into a step.
+program, :func:`prefill_programs`); ``prefill_then_decode`` that prefill and then
+``V4HW_TS_STEPS`` decode steps on the state it wrote; ``tests/tile_faults_tb.py`` injects
+faults into a step.
 """
 
 import json
@@ -213,37 +216,54 @@ async def decode_steps(dut):
     await _start(bench)
     cfg = await block_config(bench)
     session = DecodeSession(preset, cfg, n_steps)
-    records, steps, failure = [], [], None
+    records, steps = [], []
     first_edge, marks = bench.timing.edge(), (len(bench.ram.reads), len(bench.ram.writes))
     wall = time.monotonic()
-    for k in range(n_steps):
-        t = session.t
-        programs = session.step()
-        step_records = []
-        failure, rt = await run_layers(bench, programs, step_records, keep_first=k > 0)
-        for r in step_records:
-            r.stage = f"t{t}.{r.stage}"
-        records += step_records
-        rtl = [r for r in step_records if r.host is None]
-        steps.append({"position": t, "ops": len(step_records), "rtl_ops": len(rtl),
-                      "cycles": sum(r.cycles for r in rtl),
-                      "predicted": sum(r.predicted for r in rtl)})
-        if failure is not None:
-            break
-        got, want = rt.image(), session.expected()
-        if got.size < want.size or not np.array_equal(got[: want.size], want):
-            failure = (f"step at position {t}: the memory the tile left differs from the "
-                       "generator's golden run")
-            break
-        session.sync(got)
-        dut._log.info("step at position %d: %d ops (%d on the RTL), %d cycles, bit-exact", t,
-                      len(step_records), len(rtl), steps[-1]["cycles"])
+    failure = await run_session(dut, bench, session, n_steps, records, steps, keep_first=False)
     fig = figures(bench, records, failure, first_edge, marks,
                   run_s=round(time.monotonic() - wall, 1))
     what = f"{preset}: {n_steps} consecutive decode steps from position {session.t - len(steps)}"
     report(dut, _title(what, cfg), records, fig, steps)
     assert fig["failure"] is None, fig["failure"]
     assert len(steps) == n_steps
+
+
+async def run_session(dut, bench, session, n_steps, records, steps, *, keep_first, outputs=None):
+    """Run ``n_steps`` steps of ``session`` through the tile (the first over zeros unless
+    ``keep_first``), each from the memory the one before left, checking after each that
+    the memory equals the generator's; records go into ``records`` (stages prefixed
+    ``t<position>.``), one dict a step into ``steps`` (its ops, its cycles START → CTR
+    summed, ``step_cycles``: the bench's cycles with the host's register accesses).
+    ``outputs``: a dict that gets each step's layer output as the tile wrote it (the
+    ``notes`` preset: {position: bf16 row}). Returns the failure or None."""
+    for k in range(n_steps):
+        t = session.t
+        programs = session.step()
+        step_records = []
+        edge = bench.timing.edge()
+        failure, rt = await run_layers(bench, programs, step_records,
+                                       keep_first=keep_first or k > 0)
+        for r in step_records:
+            r.stage = f"t{t}.{r.stage}"
+        records += step_records
+        rtl = [r for r in step_records if r.host is None]
+        steps.append({"position": t, "ops": len(step_records), "rtl_ops": len(rtl),
+                      "cycles": sum(r.cycles for r in rtl),
+                      "predicted": sum(r.predicted for r in rtl),
+                      "step_cycles": bench.timing.edge() - edge})
+        if failure is not None:
+            return failure
+        got, want = rt.image(), session.expected()
+        if got.size < want.size or not np.array_equal(got[: want.size], want):
+            return (f"step at position {t}: the memory the tile left differs from the "
+                    "generator's golden run")
+        session.sync(got)
+        if outputs is not None:
+            outputs[t] = rt.read(programs[-1][2]["layer output"])[0]
+        dut._log.info("step at position %d: %d ops (%d on the RTL), %d cycles (%d with the "
+                      "host's accesses), bit-exact", t, len(step_records), len(rtl),
+                      steps[-1]["cycles"], steps[-1]["step_cycles"])
+    return None
 
 
 def prefill_programs(preset, config, tokens, mode="bf16"):
@@ -287,3 +307,64 @@ async def prefill(dut):
     report(dut, _title(f"{preset}: prefill of {tokens} tokens", cfg), records, fig)
     assert fig["failure"] is None, fig["failure"]
     assert fig["rtl_ops"], "no command ran on the tile"
+
+
+@cocotb.test()
+async def prefill_then_decode(dut):
+    """The ``notes`` prefill of ``V4HW_TS_TOKENS`` tokens through the tile, then
+    ``V4HW_TS_STEPS`` decode steps on the state the prefill wrote (its caches and HCA
+    summaries: :class:`sim.tile_runtime.DecodeSession` with ``prefill``), each from the
+    memory the tile left; after each the whole memory equals the generator's, and each
+    step's layer output as the tile wrote it equals, bit for bit, the row the golden
+    prefill of all the tokens gives (the decode after a prefill is the longer prefill)."""
+    from golden.program import Builder
+    from golden.program_notes import notes_prefill
+
+    preset = os.environ.get("V4HW_TS_PRESET", "notes")
+    tokens = int(os.environ.get("V4HW_TS_TOKENS", "16"))
+    n_steps = int(os.environ.get("V4HW_TS_STEPS", "2"))
+    bench = _bench(dut)
+    await _start(bench)
+    cfg = await block_config(bench)
+    session = DecodeSession(preset, cfg, n_steps, prefill=tokens)
+    wall = time.monotonic()
+    prefill = session.prefill()
+    records, steps = [], []
+    first_edge, marks = bench.timing.edge(), (len(bench.ram.reads), len(bench.ram.writes))
+    failure, rt = await run_layers(bench, prefill, records, keep_first=False)
+    for r in records:
+        r.stage = f"prefill.{r.stage}"
+    rtl = [r for r in records if r.host is None]
+    steps.append({"position": f"prefill 0..{tokens - 1}", "ops": len(records),
+                  "rtl_ops": len(rtl), "cycles": sum(r.cycles for r in rtl),
+                  "predicted": sum(r.predicted for r in rtl),
+                  "step_cycles": bench.timing.edge() - first_edge})
+    if failure is None:
+        got, want = rt.image(), session.expected()
+        if got.size < want.size or not np.array_equal(got[: want.size], want):
+            failure = "the prefill: the memory the tile left differs from the generator's"
+        else:
+            session.sync(got)
+    outputs = {}
+    if failure is None:
+        dut._log.info("prefill of %d tokens: %d ops, %d cycles, bit-exact", tokens,
+                      len(records), steps[-1]["cycles"])
+        failure = await run_session(dut, bench, session, n_steps, records, steps,
+                                    keep_first=True, outputs=outputs)
+    if failure is None:
+        # the layer outputs against the golden prefill of every token so far
+        (layer, _, _), full = prefill[0], Builder(cfg)
+        _, names = notes_prefill(layer, np.array(session.inputs), mode=session.mode, builder=full)
+        want = full.read(names["layer output"])
+        for t, row in outputs.items():
+            if not np.array_equal(row, want[t]):
+                failure = (f"step at position {t}: the layer output differs from row {t} of the "
+                           f"prefill of {len(session.inputs)} tokens")
+                break
+    fig = figures(bench, records, failure, first_edge, marks, tokens=tokens,
+                  run_s=round(time.monotonic() - wall, 1),
+                  full_prefill_rows=sorted(outputs) if failure is None else [])
+    what = f"{preset}: prefill of {tokens} tokens, then {n_steps} decode steps on its state"
+    report(dut, _title(what, cfg), records, fig, steps)
+    assert fig["failure"] is None, fig["failure"]
+    assert len(steps) == n_steps + 1

@@ -783,9 +783,16 @@ class DecodeSession:
     over the memory the step before left (the first step: over zeros, as
     ``keep=False``). :meth:`expected` is the generator's own memory after the step, so
     ``image == expected()`` says the RTL left exactly what the golden interpreter
-    computed from the same start."""
+    computed from the same start.
 
-    def __init__(self, preset, config, steps, position=None, mode="bf16"):
+    ``prefill`` S > 0 (the ``notes`` preset): the steps follow a prefill of S tokens
+    instead of a zero state: :meth:`prefill` gives its program
+    (:func:`golden.program_notes.notes_prefill` of the first S rows the preset's seed
+    draws, the state of S + ``steps`` tokens written by its last commands), to be run
+    first over zeros; the steps are then at positions S, S + 1, ..., their inputs the
+    next rows of the same draw (:attr:`inputs` holds every row so far)."""
+
+    def __init__(self, preset, config, steps, position=None, mode="bf16", prefill=0):
         from golden.presets.tile import PRESETS
         from golden.program_dsv4 import dsv4_state
         from golden.program_notes import notes_state
@@ -795,6 +802,15 @@ class DecodeSession:
         if steps < 1:
             raise ValueError(f"steps must be >= 1, got {steps}")
         self.pre = PRESETS[preset]
+        if prefill:
+            if self.pre.kind != "notes" or self.pre.config.num_hidden_layers != 1:
+                raise ValueError(f"a prefill before the steps: the one-layer notes preset, not "
+                                 f"{preset!r}")
+            if prefill < 1 or position not in (None, prefill):
+                raise ValueError(f"prefill must be >= 1 tokens and the first step at its end, "
+                                 f"got prefill={prefill}, position={position}")
+            position = prefill
+        self.prefill_tokens, self._prefilled = prefill, False
         self.t = self.pre.position - (steps - 1) if position is None else position
         if self.t < 0:
             raise ValueError(f"position must be >= 0, got {self.t}")
@@ -810,6 +826,32 @@ class DecodeSession:
                                else notes_state(b, layer, capacity))
         b.prefix = ""
         self._given = set()
+        self.inputs = []
+
+    def prefill(self):
+        """The prefill's ``[(layer, program, stage names)]`` (``prefill`` tokens, see the
+        class), its ``init`` every host tensor so far; once, before the first step."""
+        from golden.program_notes import notes_prefill
+
+        if not self.prefill_tokens or self._prefilled:
+            raise ValueError("no prefill to run" if not self.prefill_tokens
+                             else "the prefill has been run")
+        b, c = self.builder, self.pre.config
+        x = self.rng.standard_normal((self.prefill_tokens, c.hidden_size))
+        self.inputs += list(x)
+        (layer,) = self.model.layers
+        b.prefix = "l0."
+        start = len(b.commands)
+        try:
+            program, names = notes_prefill(layer, x, mode=self.mode, builder=b,
+                                           state=self.states[0])
+        finally:
+            b.prefix = ""
+        init = {name: data for name, data in b.init.items() if name in program.tensors}
+        self._given |= set(init)
+        self._prefilled = True
+        return [(layer, Program(program.config, program.tensors, program.commands[start:], init),
+                 names)]
 
     def step(self):
         """The next step's ``[(layer, program, stage names)]`` at position :attr:`t`
@@ -819,6 +861,8 @@ class DecodeSession:
 
         if self.steps_left == 0:
             raise ValueError("no step left")
+        if self.prefill_tokens and not self._prefilled:
+            raise ValueError("run the prefill first (prefill())")
         b, c, t = self.builder, self.pre.config, self.t
         out = []
         for i, layer in enumerate(self.model.layers):
@@ -829,8 +873,9 @@ class DecodeSession:
                 step, names = dsv4_decode_step(layer, st, row, int(self.rng.integers(c.vocab_size)),
                                                t, b)
             else:
-                step, names = notes_decode_step(layer, st, self.rng.standard_normal(c.hidden_size),
-                                                t, b, self.mode)
+                row = self.rng.standard_normal(c.hidden_size)
+                self.inputs.append(row)
+                step, names = notes_decode_step(layer, st, row, t, b, self.mode)
             init = {name: data for name, data in b.init.items()
                     if name in step.tensors and name not in self._given}
             self._given |= set(init)

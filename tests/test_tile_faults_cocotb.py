@@ -1,7 +1,10 @@
 """Faults in the middle of a ``notes`` decode step through the integrated tile
-(``tests/tile_faults_tb.py``): an AXI read error, an AXI write error and a TAT miss, each
-reported by its block (code, ERR_ADDR), named by the host runtime, recovered from, the op
-run again bit-exact, and the next step bit for bit.
+(``tests/tile_faults_tb.py``): an AXI read error, an AXI write error, a TAT miss and an
+AXI read error in an indexed VA command (GATHER_IDX), each reported by its block (code,
+ERR_ADDR), named by the host runtime, recovered from, the op run again bit-exact; an AXI
+read and a write error in copies of the cache-migrate engine between two ops, each named
+by the runtime, reported by the engine and the MC, recovered from and the copy run again
+exactly; and the next step bit for bit.
 
 The build is the tile tests' own (``tests/test_tile_cocotb.py``: the same Verilog text,
 configuration name and options), so no build is added. ``pytest -s`` shows the faults'
@@ -35,12 +38,21 @@ def run_faults(tmp_path, faults, timeout_s=1800):
 
 @pytest.mark.cocotb
 def test_tile_faults_in_a_step(tmp_path):
-    """The three faults in one step, then the next step: the run costs the two steps
+    """The six faults in one step, then the next step: the run costs the two steps
     (the faults add a few thousand cycles), so one fault alone would save nothing."""
-    out = run_faults(tmp_path, ["read", "write", "tat"])
-    ops = [f["op"] for f in out["faults"]]     # in program order
-    assert ops == sorted(ops) and sorted(f["fault"] for f in out["faults"]) == ["read", "tat", "write"]
+    kinds = ["read", "write", "tat", "gather", "migrate-read", "migrate-write"]
+    out = run_faults(tmp_path, kinds)
+    ops = [f["op"] for f in out["faults"]]     # in program order (a copy: the op after it)
+    assert ops == sorted(ops) and sorted(f["fault"] for f in out["faults"]) == sorted(kinds)
     codes = {f["fault"]: f["code"] for f in out["faults"]}
-    assert codes == {"read": "AXI_READ_ERROR", "write": "AXI_WRITE_ERROR", "tat": "TAT_MISS"}
+    assert codes == {"read": "AXI_READ_ERROR", "write": "AXI_WRITE_ERROR", "tat": "TAT_MISS",
+                     "gather": "AXI_READ_ERROR", "migrate-read": "AXI_READ_ERROR",
+                     "migrate-write": "AXI_WRITE_ERROR"}
+    for f in out["faults"]:
+        assert f["err_addr"] == f["expected_err_addr"] and f["retry_cycles"] > 0, f
+        if f["block"] == "migrate":
+            assert f["message"].startswith(f"copy {f['copy']} (migrate COPY of "), f
+        else:
+            assert f["message"].startswith(f"op {f['op']} ({f['block']} {f['opcode']}, "), f
     assert [s["position"] for s in out["steps"]] == [27, 28]
     assert out["steps"][1]["bit_exact"]

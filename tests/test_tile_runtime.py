@@ -18,6 +18,8 @@ from golden.ma import gemm
 from golden.migrate_latency import migrate_cycles
 from golden.program import (
     BlockConfig,
+    Builder,
+    Machine,
     MaCmd,
     Operand,
     Program,
@@ -89,6 +91,49 @@ def test_notes_program_runs():
     assert np.any(m.read(out))
     for name in written_tensors(prog.commands[-1]):
         assert np.any(m.read(name))
+
+
+def test_decode_session_after_a_prefill():
+    """``DecodeSession(prefill=16)``: the prefill's program run from zeros leaves the
+    generator's memory (its last commands wrote the state), each step's program run over
+    the memory the one before left leaves it again, and each step's layer output is the
+    row the prefill of all the session's tokens gives (the decode after a prefill is the
+    longer prefill, bit for bit); a step before the prefill, or a second prefill, is
+    refused."""
+    from golden.presets.tile import PRESETS as TILE_PRESETS
+    from golden.program_notes import notes_prefill
+    from sim.tile_runtime import DecodeSession
+
+    session = DecodeSession("notes", CFG, 2, prefill=16)
+    with pytest.raises(ValueError, match="run the prefill first"):
+        session.step()
+    ((layer, prog, _),) = session.prefill()
+    assert session.t == 16 and {c.stage for c in prog.commands[-4:]} == {"state"}
+    mem = run(prog).mem
+    want = session.expected()
+    np.testing.assert_array_equal(mem[: want.size], want)
+    with pytest.raises(ValueError, match="the prefill has been run"):
+        session.prefill()
+    outputs = []
+    for t in (16, 17):
+        ((_, step, names),) = session.step()
+        m = Machine(step.config, step.tensors, step.memory_bytes)
+        n = min(mem.size, m.mem.size)
+        m.mem[:n] = mem[:n]
+        for name, data in step.init.items():
+            m.write(name, data)
+        for cmd in step.commands:
+            m.execute(cmd)
+        mem = m.mem
+        want = session.expected()
+        np.testing.assert_array_equal(mem[: want.size], want, err_msg=f"t={t}")
+        outputs.append(m.read(names["layer output"])[0])
+    full = Builder(CFG)
+    _, nf = notes_prefill(layer, np.array(session.inputs), builder=full)
+    assert len(session.inputs) == 18 and TILE_PRESETS["notes"].kind == "notes"
+    np.testing.assert_array_equal(np.array(outputs), full.read(nf["layer output"])[16:])
+    with pytest.raises(ValueError, match="the one-layer notes preset"):
+        DecodeSession("deepseek-v4", CFG, 2, prefill=16)
 
 
 @pytest.mark.parametrize("preset", PRESETS)

@@ -6,8 +6,9 @@ The build is the tile tests' own (``tests/test_tile_cocotb.py``: the same Verilo
 configuration name and options), so no build is added. ``make test`` runs the ``notes``
 step; ``make regress`` the 3-layer ``deepseek-v4`` step and two consecutive steps of
 each preset, the second from the memory the tile wrote in the first, the ``notes`` step
-under random pauses on ``m_axi_gmem`` against the same step without, and the ``notes``
-prefill of 16 tokens. ``pytest -s`` shows the per-stage table, the per-opcode table and
+under random pauses on ``m_axi_gmem`` against the same step without, the ``notes``
+prefill of 16 tokens, and that prefill followed by two decode steps on the state it
+wrote. ``pytest -s`` shows the per-stage table, the per-opcode table and
 the summary.
 """
 
@@ -24,14 +25,16 @@ TESTBENCH = "sim.tile_demo_tb"
 
 def run_step(preset, tmp_path, timeout_s, limit=0, steps=0, pause=0.0, tokens=0):
     """``steps`` 0: the ``decode_step`` test; else ``decode_steps`` of that many;
-    ``tokens``: the ``prefill`` test of that many tokens instead. ``pause``: the
-    probability of a pause cycle on each ``m_axi_gmem`` channel."""
+    ``tokens``: the ``prefill`` test of that many tokens instead, and with ``steps`` the
+    ``prefill_then_decode`` test. ``pause``: the probability of a pause cycle on each
+    ``m_axi_gmem`` channel."""
     report = tmp_path / "report.json"
     env = {"V4HW_TS_PRESET": preset, "V4HW_TS_LIMIT": str(limit), "V4HW_TS_REPORT": str(report),
            "V4HW_TS_P": str(SMALL["p"]), "V4HW_TS_L": str(SMALL["lanes"]),
            "V4HW_TS_STEPS": str(steps), "V4HW_TS_PAUSE": str(pause),
            "V4HW_TS_TOKENS": str(tokens)}
-    testcase = "prefill" if tokens else "decode_steps" if steps else "decode_step"
+    testcase = ("prefill_then_decode" if tokens and steps else "prefill" if tokens
+                else "decode_steps" if steps else "decode_step")
     try:
         run_cocotb("verilator", tile.tile_verilog(), tile.TOPLEVEL, TESTBENCH,
                    config_name=tile.CONFIG_NAME,
@@ -107,3 +110,21 @@ def test_tile_prefill_notes(tmp_path):
     out = run_step("notes", tmp_path, 7200, tokens=16)
     check(out)
     assert out["figures"]["tokens"] == 16
+
+
+@pytest.mark.cocotb
+@pytest.mark.regress
+def test_tile_prefill_then_decode_notes(tmp_path):
+    """The ``notes`` prefill of 16 tokens through the tile, then two decode steps (16: a
+    new refresh anchor, its HCA summaries recomputed from the caches the prefill wrote;
+    17) on the state it wrote, each bit-exact and its layer output the row the golden
+    prefill of 18 tokens gives."""
+    out = run_step("notes", tmp_path, 7200, steps=2, tokens=16)
+    check(out)
+    steps = out["steps"]
+    assert [s["position"] for s in steps] == ["prefill 0..15", 16, 17]
+    assert out["figures"]["full_prefill_rows"] == [16, 17]
+    assert all(s["rtl_ops"] == s["ops"] and s["cycles"] > 0 for s in steps)
+    for s in steps:
+        print(f"{s['position']}: {s['ops']} ops, {s['cycles']} cycles START to CTR "
+              f"({s['predicted']} predicted), {s['step_cycles']} with the host's accesses")

@@ -10,7 +10,19 @@ list, in program order):
 ``write``  an AXI write error: SLVERR on writes over the whole DST of the first VA op of
            the experts that reads what it writes (the in-place ADD into the MoE output);
 ``tat``    a TAT miss: the MA's TAT entry 0 invalidated behind the runtime's back before
-           the first GEMM of the experts, so no byte of the command is mapped.
+           the first GEMM of the experts, so no byte of the command is mapped;
+``gather`` an AXI read error in an indexed VA command: SLVERR on reads of the whole
+           source the first GATHER_IDX may address (the router's secondary scores; its
+           indices, SRC2, read fine): every element read is refused, ERR_ADDR is the
+           first element's address (SRC + index[0]·STRIDE, the indices read off memory);
+``migrate-read``, ``migrate-write``  an AXI error in a copy of the cache-migrate engine
+           the host runs between two ops (:meth:`sim.tile_runtime.TileRuntime.migrate`: the
+           layer's KV cache, ``state.keys`` before the op after the state stage and
+           ``state.values`` before the next, to a spare region above the program, filled
+           with random bytes): SLVERR on reads of the second half of the source (ERR_ADDR:
+           its first word's address), or on writes of the second half of the destination
+           (ERR_ADDR: the first byte of the write burst holding it, the engine's burst cut
+           :func:`golden.migrate_latency.bursts`).
 
 For each: the op ends in ERROR with the fault's code and ERR_ADDR (the first byte of the
 failed access: the range's first byte, the first refused burst of the memory's log; a
@@ -20,10 +32,17 @@ error: its last, the address of one of the refused bursts), every tensor but the
 op's outputs equals the golden interpreter's, the recovery has cleared the block's
 IRQ_STATUS and the MC's error (and rewritten the TAT); the fault is then removed and
 :meth:`sim.tile_runtime.TileRuntime.resume` runs the op again, bit-exact, and the rest of
-the step. The memory after the step must equal the
+the step. A copy's fault: the runtime's error names the copy (number, length, addresses,
+label), the engine and the MC report their codes and ERR_ADDRs, no byte outside DST
+changed (after a read error none at or after the failing word's place in DST, after a
+write error none in the refused range), every tensor of the program is the golden one,
+the engine's IRQ_STATUS and the MC are clear; the fault removed,
+:meth:`sim.tile_runtime.TileRuntime.retry_copy` copies the source exactly, and the step
+goes on. The memory after the step must equal the
 generator's, and the second step runs whole, bit-exact, from it.
 
-Environment: ``V4HW_TF_FAULTS`` (default ``read,write,tat``), ``V4HW_TS_REPORT`` (JSON:
+Environment: ``V4HW_TF_FAULTS`` (default all six:
+``read,write,tat,gather,migrate-read,migrate-write``), ``V4HW_TS_REPORT`` (JSON:
 the faults, the steps, the records).
 """
 
@@ -35,12 +54,21 @@ import cocotb
 import numpy as np
 from cocotbext.axi import AxiResp
 
+from golden.migrate_latency import bursts
 from sim.bfm.axi_mem import ErrorRange
 from sim.tile_demo_tb import _bench, _start, block_config, run_layers, start_stamp
-from sim.tile_runtime import CommandError, DecodeSession, TileRuntime, written_tensors
+from sim.tile_runtime import (
+    CommandError,
+    DecodeSession,
+    TileRuntime,
+    va_commands,
+    written_tensors,
+)
 from spec.codes import ErrorCode
 
-FAULTS = ("read", "write", "tat")
+FAULTS = ("read", "write", "tat", "gather", "migrate-read", "migrate-write")
+SPARE = 1 << 28
+"""Program byte address of the copies' spare region (far above any step's memory)."""
 
 
 def _operand_bytes(program, opd, count):
@@ -81,6 +109,34 @@ def plan_faults(program, names):
             lo, _ = _operand_bytes(program, c.a, 0)
             plan[i] = dict(kind=kind, lo=None, hi=None, code=ErrorCode.TAT_MISS, err_addr=lo,
                            what="TAT entry 0 invalidated behind the runtime's back")
+        elif kind == "gather":
+            i = next(i for i, c in enumerate(cmds) if c.opname == "GATHER_IDX")
+            c = cmds[i]
+            lo, _ = _operand_bytes(program, c.src, 0)
+            es = program.tensors[c.src.tensor].itemsize
+            hi = lo + ((c.index_limit - 1) * c.stride + 1) * es
+            plan[i] = dict(kind=kind, lo=lo, hi=hi, code=ErrorCode.AXI_READ_ERROR,
+                           err_addr=None, what=f"SLVERR on reads of the gathered source "
+                                               f"({c.src.tensor}, {hi - lo} bytes)")
+        elif kind in ("migrate-read", "migrate-write"):
+            after = max(i for i, c in enumerate(cmds) if c.stage == "state") + 1
+            i = after + (kind == "migrate-write")
+            name = next(c.dst.tensor for c in cmds if c.stage == "state"
+                        and c.dst.tensor.endswith("keys" if kind == "migrate-read" else "values"))
+            t = program.tensors[name]
+            src, dst, n = t.addr, SPARE + (kind == "migrate-write") * 0x1_0000, t.nbytes
+            half = n // 32 * 16                  # the second half, from a bus word
+            if kind == "migrate-read":
+                lo, hi, err = src + half, src + n, src + half
+            else:
+                lo, hi = dst + half, dst + n
+                err = next(a for a, w in bursts(dst, n, 16, 16) if a + 16 * w > lo)
+            plan[i] = dict(kind=kind, lo=lo, hi=hi, src=src, dst=dst, length=n, tensor=name,
+                           code=ErrorCode.AXI_READ_ERROR if kind == "migrate-read"
+                           else ErrorCode.AXI_WRITE_ERROR, err_addr=err,
+                           what=f"SLVERR on {kind[8:]}s of the copy of {name}'s {n} bytes "
+                                f"(the {'source' if kind == 'migrate-read' else 'destination'}"
+                                f"'s bytes {half}..{n - 1})")
         else:
             raise ValueError(f"unknown fault {kind!r}; expected one of {', '.join(FAULTS)}")
     if len(plan) != len(names):
@@ -88,11 +144,18 @@ def plan_faults(program, names):
     return plan
 
 
-async def arm(bench, rt, fault):
+async def arm(bench, rt, fault, cmd=None):
     if fault["kind"] == "tat":
         await bench.block_regs("ma").write("TAT_LOGIC_0", 0)
         return
-    write = fault["kind"] == "write"
+    if fault["kind"] == "gather":
+        # the first element the command reads: its indices are in memory by now
+        (vc,) = va_commands(rt.program, cmd, rt.layout)
+        idx = np.frombuffer(bench.ram.mem.read(vc.src2, 4 * vc.length), np.int32)
+        first = int(idx[idx >= 0][0])
+        fault["err_addr"] = (vc.src + first * vc.stride) & 0xFFFFFFFF
+        fault["indices"] = idx.tolist()
+    write = fault["kind"] in ("write", "migrate-write")
     bench.ram.error_ranges.append(ErrorRange(rt.layout.phys(fault["lo"]), rt.layout.phys(fault["hi"]),
                                              AxiResp.SLVERR, reads=not write, writes=write))
 
@@ -106,7 +169,7 @@ async def check_recovered(bench, rt, rec, fault, error, marks):
     assert error.record is rec and rt.failed == rec.index
     assert error.code is fault["code"], f"{what}: {error.code.name}, expected {fault['code'].name}"
     reads, writes = bench.ram.reads[marks[0]:], bench.ram.writes[marks[1]:]
-    failed = ([b.addr for b in reads if b.failed] if fault["kind"] == "read"
+    failed = ([b.addr for b in reads if b.failed] if fault["kind"] in ("read", "gather")
               else [b.addr for b in writes if b.failed])
     if fault["kind"] == "tat":
         assert not reads and not writes, f"{what}: {len(reads)} reads, {len(writes)} writes"
@@ -140,21 +203,94 @@ async def check_recovered(bench, rt, rec, fault, error, marks):
             "reads": len(reads), "writes": len(writes), "message": str(error)}
 
 
+async def copy_with_fault(bench, rt, fault):
+    """The host's copy of ``fault`` (a migrate fault) with its fault armed: the error,
+    what the engine and the MC report, the memory, the recovery; then the fault removed
+    and the copy run again. Returns the fault's report."""
+    phys = rt.layout.phys
+    src, dst, n = phys(fault["src"]), phys(fault["dst"]), fault["length"]
+    old = bench.rng.randbytes(n)                 # the spare region's bytes before the copy
+    bench.ram.mem.write(dst, old)
+    before = bench.ram.snapshot()
+    marks = (len(bench.ram.reads), len(bench.ram.writes))
+    await arm(bench, rt, fault)
+    try:
+        await rt.migrate(src, dst, n, f"{fault['tensor']} to the spare region")
+    except CommandError as e:
+        error = e
+    else:
+        raise AssertionError(f"the copy ended without an error under fault {fault['what']}")
+    finally:
+        bench.ram.error_ranges.clear()
+    rec = error.record
+    what = rec.describe()
+    assert str(error).startswith(f"{what} ended in ERROR"), f"the error does not name the copy: {error}"
+    assert rt.failed_copy is rec and rt.failed is None
+    assert error.code is fault["code"], f"{what}: {error.code.name}, expected {fault['code'].name}"
+    assert error.err_addr == fault["err_addr"], (
+        f"{what}: ERR_ADDR {error.err_addr:#x}, expected {fault['err_addr']:#x}")
+    reads, writes = bench.ram.reads[marks[0]:], bench.ram.writes[marks[1]:]
+    read = fault["kind"] == "migrate-read"
+    failed = [b.addr for b in (reads if read else writes) if b.failed]
+    assert failed, f"{what}: no burst was refused"
+    lo, hi = phys(fault["lo"]), phys(fault["hi"])
+    outside = [b.addr for b in (reads if read else writes)
+               if b.failed and not (b.addr < hi and b.addr + bench.data_width // 8 * b.beats > lo)]
+    assert not outside, f"{what}: a burst outside the range was refused at {outside[0]:#x}"
+    assert error.mc is not None and error.mc[0] is fault["code"], f"MC: {error.mc}"
+    assert error.mc[1] in [a & 0xFFFFFFFF for a in failed], f"MC ERR_ADDR {error.mc[1]:#x}"
+    # nothing outside DST changed; in DST nothing where the engine must not write
+    changed = bench.ram.changed_bytes(before)
+    stray = [a for a in changed if not dst <= a < dst + n]
+    assert not stray, f"{what}: {len(stray)} bytes outside DST changed, first {stray[0]:#x}"
+    untouched = (dst + (lo - src), dst + n) if read else (lo, hi)
+    bad = [a for a in changed if untouched[0] <= a < untouched[1]]
+    assert not bad, f"{what}: {len(bad)} bytes of DST written where the copy had failed"
+    assert not rt.mismatches(), f"{what}: tensors of the program differ: {rt.mismatches()[:5]}"
+    mig, mc = bench.block_regs("migrate"), bench.block_regs("mc")
+    assert await mig.read_fields("IRQ_STATUS") == {"DONE": 0, "ERROR": 0}
+    assert not (await mc.read_fields("STATUS"))["ERROR"] and await mc.read("ERROR") == 0
+    assert await bench.regs.read("IRQ_SOURCE") == 0 and not int(bench.dut.interrupt.value)
+    report = {"fault": fault["kind"], "injected": fault["what"], "op": fault["before"],
+              "copy": rec.index, "block": "migrate",
+              "opcode": "COPY", "stage": rec.what, "code": error.code.name,
+              "err_addr": error.err_addr, "expected_err_addr": fault["err_addr"],
+              "mc": [error.mc[0].name, error.mc[1]],
+              "failed_bursts": [a - rt.layout.phys_base for a in failed],
+              "reads": len(reads), "writes": len(writes),
+              "written_before_error": len(changed), "message": str(error)}
+    rec = await rt.retry_copy()
+    assert bytes(bench.ram.mem.read(dst, n)) == bytes(bench.ram.mem.read(src, n)), (
+        f"{what}: the retry's DST differs from its source")
+    stray = [a for a in bench.ram.changed_bytes(before) if not dst <= a < dst + n]
+    assert not stray and not rt.mismatches(), f"{what}: the retry wrote outside DST"
+    report["retry_cycles"], report["predicted"] = rec.cycles, rec.predicted
+    return report
+
+
 async def run_with_faults(bench, program, plan, faults):
     """The step's one program, the faults of ``plan`` injected; returns the runtime."""
     rt = TileRuntime(program, bench.ram.mem, {"ma": bench.block_regs("ma"),
-                                              "va": bench.block_regs("va")},
+                                              "va": bench.block_regs("va"),
+                                              "migrate": bench.block_regs("migrate")},
                      now=bench.now, interrupt=bench.dut.interrupt, start_time=start_stamp(bench),
                      mc=bench.block_regs("mc"))
     rt.load(False)
     await rt.setup()
     for i, cmd in enumerate(program.commands):
         fault = plan.get(i)
+        if fault is not None and fault["kind"].startswith("migrate"):
+            fault["before"] = i
+            report = await copy_with_fault(bench, rt, fault)
+            faults.append(report)
+            bench.dut._log.info("fault %s: %s; copy retried, %d cycles, exact", fault["kind"],
+                                report["message"], report["retry_cycles"])
+            fault = None
         if fault is None:
             await rt.run_command(i, cmd)
             continue
         marks = (len(bench.ram.reads), len(bench.ram.writes))
-        await arm(bench, rt, fault)
+        await arm(bench, rt, fault, cmd)
         try:
             await rt.run_command(i, cmd)
         except CommandError as error:
@@ -162,6 +298,8 @@ async def run_with_faults(bench, program, plan, faults):
             report = await check_recovered(bench, rt, rt.records[-1], fault, error, marks)
         else:
             raise AssertionError(f"op {i} ended without an error under fault {fault['what']}")
+        if "indices" in fault:
+            report["indices"] = fault["indices"]
         (rec,) = [r for r in await rt.resume([i]) if r.index == i]
         assert rec.cycles > 0 and rec.checked == written_tensors(cmd) and rec.error
         report["retry_cycles"] = rec.cycles

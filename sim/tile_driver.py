@@ -26,7 +26,7 @@ import numpy as np
 from hdl.ma import regmap as ma_regmap
 from hdl.mc import regmap as mc_regmap
 from hdl.muon import regmap as muon_regmap
-from hdl.tile import migrate_regmap
+from hdl.tile import migrate_regmap, sequencer_regmap
 from hdl.tile import regmap as tile_regmap
 from hdl.tile.control import caps_word
 from hdl.va import regmap as va_regmap
@@ -42,16 +42,16 @@ from .va_driver import VaBench
 __all__ = ["TILE_GTKW_GROUPS", "TileBench", "WINDOWS"]
 
 WINDOWS = (TileBlock.TILE, TileBlock.MA, TileBlock.VA, TileBlock.MC, TileBlock.MIGRATE,
-           TileBlock.MESH)
+           TileBlock.MESH, TileBlock.SEQUENCER)
 """The windows the tile answers (CAPS.WINDOWS)."""
 MAPS = {"tile": tile_regmap, "ma": ma_regmap, "va": va_regmap, "mc": mc_regmap,
-        "migrate": migrate_regmap, "mesh": muon_regmap}
+        "migrate": migrate_regmap, "mesh": muon_regmap, "sequencer": sequencer_regmap}
 ACK_TO_CTR = 40
 """Cycles from the last ``m_axi_gmem`` write response of an MA command to its CTR, at
 most, on the tile's 2×2 mesh: the MC's answer, the memory NI, two mesh hops, the MA's NI
 and the core's own 2 or 3 cycles."""
 IDS = {"tile": BlockId.TILE, "ma": BlockId.MA, "va": BlockId.VA, "mc": BlockId.MC,
-       "migrate": BlockId.MIGRATE, "mesh": BlockId.MUON}
+       "migrate": BlockId.MIGRATE, "mesh": BlockId.MUON, "sequencer": BlockId.SEQUENCER}
 
 
 class _View:

@@ -22,7 +22,7 @@ from hdl.ma import regmap as ma_regmap
 from hdl.mc import regmap as mc_regmap
 from hdl.muon import regmap as muon_regmap
 from hdl.muon.rbr import decision_lead
-from hdl.tile import migrate_regmap
+from hdl.tile import migrate_regmap, sequencer_regmap
 from hdl.tile import regmap as tile_regmap
 from hdl.tile.control import CLASS_NODES, IRQ_BLOCKS, TILE_VERSION, TileControl, caps_word
 from hdl.tile.top import BLOCKS, SMALL, TileTop, _MeshUnit
@@ -37,13 +37,14 @@ from spec.tile import BLOCK_WINDOW_BITS, DEFAULT_NODES, TileBlock, base
 from tests.test_regblock import SimAxiLiteMaster, simulate
 
 MAPS = {"ma": ma_regmap, "va": va_regmap, "mc": mc_regmap, "migrate": migrate_regmap,
-        "mesh": muon_regmap}
+        "mesh": muon_regmap, "sequencer": sequencer_regmap}
 IDS = {"ma": BlockId.MA, "va": BlockId.VA, "mc": BlockId.MC, "migrate": BlockId.MIGRATE,
-       "mesh": BlockId.MUON}
+       "mesh": BlockId.MUON, "sequencer": BlockId.SEQUENCER}
 INFO = dict(cols=2, rows=2, data_width=128, nodes=DEFAULT_NODES, ma_p=4, va_l=8,
             va_fn_lanes=8, mc_channels=2, flit_bits=145, credits=32)
 # An RW register of each block's map, to write through its window.
-SCRATCH = {"ma": "M", "va": "LENGTH", "mc": "WINDOW", "migrate": "LENGTH", "mesh": "MAX_AGE"}
+SCRATCH = {"ma": "M", "va": "LENGTH", "mc": "WINDOW", "migrate": "LENGTH", "mesh": "MAX_AGE",
+           "sequencer": "COUNT"}
 RESET = {"mc": 4096, "mesh": 100}     # SCRATCH's reset values (the others: 0)
 RSV_SLOTS = 2
 
@@ -111,7 +112,7 @@ def test_tile_registers():
         windows = [TileBlock.TILE, *BLOCKS.values()]
         assert caps == caps_word(windows, 2, 2, 128)
         assert descriptor("tile").decode_caps(caps) == {
-            "WINDOWS": 0b111111, "COLS": 2, "ROWS": 2, "BUS_BYTES": 16}
+            "WINDOWS": 0b1111111, "COLS": 2, "ROWS": 2, "BUS_BYTES": 16}
         nodes = await regs.read_fields("NODES")
         assert nodes == {name.upper(): x | y << 4 for name, (x, y) in DEFAULT_NODES.items()}
         assert await regs.read_fields("PARAMS") == {"MA_P": 4, "VA_L": 8, "VA_FN_LANES": 8,
@@ -152,7 +153,7 @@ def test_outside_every_block_slverr(seed):
 
     async def bench(ctx, master, dut, now):
         empty = [w for w in range(16) if w not in (TileBlock.TILE, *BLOCKS.values())]
-        assert TileBlock.SEQUENCER in empty and TileBlock.MESH not in empty
+        assert 7 in empty and TileBlock.SEQUENCER not in empty and TileBlock.MESH not in empty
         for window in empty:
             for offset in (0, 4 * rng.randrange(1 << 14)):
                 addr = window << BLOCK_WINDOW_BITS | offset
@@ -161,6 +162,26 @@ def test_outside_every_block_slverr(seed):
         # The blocks behind are untouched and still answer.
         for name in BLOCKS:
             assert await _regs(master, name).read(SCRATCH[name]) == RESET.get(name, 0), name
+    _run(bench, rng)
+
+
+def test_the_sequencers_control_master():
+    """The second master (the sequencer's ``ctl``) reaches every block's window like the
+    host (each write read back by the host); its accesses to the SEQUENCER window
+    answer SLVERR (the host's reach the sequencer's registers)."""
+    rng = random.Random(3)
+
+    async def bench(ctx, master, dut, now):
+        seq = SimAxiLiteMaster(ctx, dut.seq, rng)
+        for k, name in enumerate(n for n in BLOCKS if n != "sequencer"):
+            regs = Registers(seq, MAPS[name], base=base(name))
+            await regs.write(SCRATCH[name], 0x200 + k)
+            assert await _regs(master, name).read(SCRATCH[name]) == 0x200 + k, name
+        own = base("sequencer") + 4 * rng.randrange(1 << 14)
+        assert await seq.write_word(own, 1) == AxiResp.SLVERR
+        assert await seq.read_word(own) == (0, AxiResp.SLVERR)
+        await _regs(master, "sequencer").write("COUNT", 5)
+        assert await _regs(master, "sequencer").read("COUNT") == 5
     _run(bench, rng)
 
 
@@ -174,7 +195,7 @@ def test_random_accesses_against_a_model():
         for _ in range(120):
             name = rng.choice([*BLOCKS, None])
             if name is None:
-                addr = rng.choice([TileBlock.SEQUENCER, 7, 9, 15]) << 16
+                addr = rng.choice([7, 9, 15]) << 16
                 if rng.random() < 0.5:
                     assert await master.write_word(addr, 1) == AxiResp.SLVERR
                 else:

@@ -136,6 +136,9 @@ extern "C" {
 #define TILE__IRQ_SOURCE__MESH_bm 0x20
 #define TILE__IRQ_SOURCE__MESH_bp 5
 #define TILE__IRQ_SOURCE__MESH_bw 1
+#define TILE__IRQ_SOURCE__SEQUENCER_bm 0x40
+#define TILE__IRQ_SOURCE__SEQUENCER_bp 6
+#define TILE__IRQ_SOURCE__SEQUENCER_bw 1
 
 // reg - tile.TRAFFIC_CLASS
 #define TILE__TRAFFIC_CLASS__MA_bm 0x7

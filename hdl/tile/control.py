@@ -3,8 +3,13 @@ register block, and the tile's own registers (window TILE, ``hdl/tile/tile.rdl``
 
 The windows are :mod:`spec.tile`'s: an access at byte address ``a`` of the tile's
 ``s_axi_control`` (``CONTROL_ADDR_BITS`` = 20 bits) goes to window ``a >> 16``, at offset
-``a & 0xFFFF`` of that block's own 16-bit map. A window no block answers (SEQUENCER, which is
-not built, and windows 7..15) answers SLVERR: a read returns 0, a write changes nothing.
+``a & 0xFFFF`` of that block's own 16-bit map. A window no block answers (windows 7..15)
+answers SLVERR: a read returns 0, a write changes nothing.
+
+The decoder has two masters, the host (``s_axi_control``) and the command sequencer
+(``hdl/tile/sequencer.py``), in front of it a :class:`ControlArbiter` (its rule: a free
+channel goes to the sequencer when it asks, each transaction keeps its channel until
+answered; the sequencer's accesses to its own window get SLVERR).
 
 :class:`ControlDecoder` protocol (reads and writes are independent, one of each in
 flight, as the register blocks behind it):
@@ -21,7 +26,7 @@ command's START is performed one cycle later, and a read or write answered a few
 later); nothing else changes.
 """
 
-from amaranth.hdl import Const, Module, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -34,11 +39,12 @@ from spec.tile import BLOCK_WINDOW_BITS, CONTROL_ADDR_BITS, TileBlock
 from . import regmap
 from .migrate import _SharedTime
 
-__all__ = ["TILE_VERSION", "ControlDecoder", "TileControl", "IRQ_BLOCKS", "CLASS_NODES"]
+__all__ = ["TILE_VERSION", "ControlArbiter", "ControlDecoder", "TileControl", "IRQ_BLOCKS",
+           "CLASS_NODES"]
 
-TILE_VERSION = 1
+TILE_VERSION = 2                # 2: the command sequencer at window SEQUENCER
 WINDOWS = 1 << (CONTROL_ADDR_BITS - BLOCK_WINDOW_BITS)
-IRQ_BLOCKS = ("ma", "va", "mc", "migrate", "mesh")
+IRQ_BLOCKS = ("ma", "va", "mc", "migrate", "mesh", "sequencer")
 """The blocks whose interrupts the tile ORs (IRQ_SOURCE has a bit for each, at its window)."""
 CLASS_NODES = ("ma", "va", "migrate")
 """The requester nodes whose traffic class is a field of TRAFFIC_CLASS."""
@@ -141,6 +147,80 @@ class ControlDecoder(wiring.Component):
             m.d.sync += [ar_full.eq(0), ar_sent.eq(0)]
 
 
+class ControlArbiter(wiring.Component):
+    """Two AXI4-Lite masters of the control space, ``host`` (the tile's
+    ``s_axi_control``) and ``seq`` (the command sequencer), onto one (``out``, to the
+    :class:`ControlDecoder`).
+
+    Reads and writes are arbitrated separately, each a transaction at a time (as the
+    decoder takes them). Rule: a channel that is free goes to ``seq`` if it offers AW or
+    W (a read: AR), else to ``host``; a transaction offered to the decoder keeps the
+    channel for its master until its response (B, R) is taken (so what the decoder is
+    offered stays offered). So a host transaction already offered delays a sequencer's
+    access (a launch) until it is answered, and a host transaction offered in the cycle
+    the sequencer offers one waits for it. With
+    ``seq`` idle the host's channels pass through unchanged (no cycle added).
+
+    ``seq``'s accesses to window ``own`` (the sequencer's registers) are sent to window
+    ``refuse`` (one no block answers) instead, so they get SLVERR.
+    """
+
+    def __init__(self, own, refuse):
+        self.own, self.refuse = own, refuse
+        super().__init__({
+            "host": In(AXI4LiteSignature(CONTROL_ADDR_BITS, 32)),
+            "seq": In(AXI4LiteSignature(CONTROL_ADDR_BITS, 32)),
+            "out": Out(AXI4LiteSignature(CONTROL_ADDR_BITS, 32)),
+        })
+
+    def _address(self, addr):
+        window = addr[BLOCK_WINDOW_BITS:]
+        return Mux(window == self.own,
+                   Cat(addr[:BLOCK_WINDOW_BITS], Const(self.refuse, len(window))), addr)
+
+    def elaborate(self, platform):
+        m = Module()
+        host, seq, out = self.host, self.seq, self.out
+        # writes
+        w_lock, w_owner, w_sel = Signal(), Signal(), Signal()
+        m.d.comb += w_sel.eq(Mux(w_lock, w_owner, seq.awvalid | seq.wvalid))
+        with m.If(w_sel):
+            m.d.comb += [out.awvalid.eq(seq.awvalid), out.awaddr.eq(self._address(seq.awaddr)),
+                         out.wvalid.eq(seq.wvalid), out.wdata.eq(seq.wdata),
+                         out.wstrb.eq(seq.wstrb), out.bready.eq(seq.bready),
+                         seq.awready.eq(out.awready), seq.wready.eq(out.wready),
+                         seq.bvalid.eq(out.bvalid)]
+        with m.Else():
+            m.d.comb += [out.awvalid.eq(host.awvalid), out.awaddr.eq(host.awaddr),
+                         out.wvalid.eq(host.wvalid), out.wdata.eq(host.wdata),
+                         out.wstrb.eq(host.wstrb), out.bready.eq(host.bready),
+                         host.awready.eq(out.awready), host.wready.eq(out.wready),
+                         host.bvalid.eq(out.bvalid)]
+        m.d.comb += [seq.bresp.eq(out.bresp), host.bresp.eq(out.bresp)]
+        with m.If(out.awvalid | out.wvalid):
+            m.d.sync += [w_lock.eq(1), w_owner.eq(w_sel)]
+        with m.If(out.bvalid & out.bready):
+            m.d.sync += w_lock.eq(0)
+        # reads
+        r_lock, r_owner, r_sel = Signal(), Signal(), Signal()
+        m.d.comb += r_sel.eq(Mux(r_lock, r_owner, seq.arvalid))
+        with m.If(r_sel):
+            m.d.comb += [out.arvalid.eq(seq.arvalid), out.araddr.eq(self._address(seq.araddr)),
+                         out.rready.eq(seq.rready), seq.arready.eq(out.arready),
+                         seq.rvalid.eq(out.rvalid)]
+        with m.Else():
+            m.d.comb += [out.arvalid.eq(host.arvalid), out.araddr.eq(host.araddr),
+                         out.rready.eq(host.rready), host.arready.eq(out.arready),
+                         host.rvalid.eq(out.rvalid)]
+        m.d.comb += [seq.rdata.eq(out.rdata), seq.rresp.eq(out.rresp),
+                     host.rdata.eq(out.rdata), host.rresp.eq(out.rresp)]
+        with m.If(out.arvalid):
+            m.d.sync += [r_lock.eq(1), r_owner.eq(r_sel)]
+        with m.If(out.rvalid & out.rready):
+            m.d.sync += r_lock.eq(0)
+        return m
+
+
 def caps_word(windows, cols, rows, data_width):
     """CAPS of the tile: bits 15:0 one bit per window that answers (``windows``: their
     numbers), 19:16 COLS, 23:20 ROWS (16 reads as 0), 31:24 bus width in bytes."""
@@ -156,7 +236,9 @@ def node_byte(node):
 class TileControl(wiring.Component):
     """The decoder and the tile's own register block (window TILE).
 
-    Members: ``bus`` (``In``: the tile's ``s_axi_control``), one ``Out`` 16-bit AXI4-Lite
+    Members: ``bus`` (``In``: the tile's ``s_axi_control``), ``seq`` (``In``: the command
+    sequencer's control master, arbitrated with ``bus`` by a :class:`ControlArbiter`;
+    its accesses to window SEQUENCER get SLVERR), one ``Out`` 16-bit AXI4-Lite
     master per block in ``blocks`` (``{name: window}``, not TILE), ``now`` (``In(64)``:
     the tile's timebase), ``irq_<block>`` (``In(1)``) for each of :data:`IRQ_BLOCKS`,
     ``interrupt`` (``Out(1)``: their OR), ``cls_<node>`` (``Out(3)``) for each of
@@ -177,6 +259,7 @@ class TileControl(wiring.Component):
         self.blocks, self.info = blocks, dict(info)
         super().__init__({
             "bus": In(AXI4LiteSignature(CONTROL_ADDR_BITS, 32)),
+            "seq": In(AXI4LiteSignature(CONTROL_ADDR_BITS, 32)),
             **{name: Out(AXI4LiteSignature(BLOCK_WINDOW_BITS, 32)) for name in blocks},
             "now": In(64),
             **{f"irq_{name}": In(1) for name in IRQ_BLOCKS},
@@ -191,9 +274,13 @@ class TileControl(wiring.Component):
         info = self.info
         windows = {"tile": TileBlock.TILE, **self.blocks}
         m.submodules.decoder = decoder = ControlDecoder(windows)
+        free = min(set(range(WINDOWS)) - set(windows.values()))
+        m.submodules.arbiter = arbiter = ControlArbiter(TileBlock.SEQUENCER, free)
         m.submodules.regs = regs = RegisterBlock(regmap)
         m.submodules.time = time = _SharedTime()
-        wiring.connect(m, wiring.flipped(self.bus), decoder.bus)
+        wiring.connect(m, wiring.flipped(self.bus), arbiter.host)
+        wiring.connect(m, wiring.flipped(self.seq), arbiter.seq)
+        wiring.connect(m, arbiter.out, decoder.bus)
         wiring.connect(m, decoder.tile, regs.bus)
         for name in self.blocks:
             wiring.connect(m, getattr(decoder, name), wiring.flipped(getattr(self, name)))

@@ -317,8 +317,9 @@ class MigrateEngine(wiring.Component):
 
     Members: ``bus`` (``In(AXI4LiteSignature(16, 32))``: its register block,
     ``hdl/tile/migrate.rdl``), ``mem`` (``Out(MemPortSignature(data_width))``), ``now``
-    (``In(64)``: the tile's timebase; TIME and the CTR read it) and ``interrupt``
-    (``Out(1)``, level: IRQ_STATUS & IRQ_ENABLE).
+    (``In(64)``: the tile's timebase; TIME and the CTR read it), ``interrupt``
+    (``Out(1)``, level: IRQ_STATUS & IRQ_ENABLE) and ``done`` / ``error`` (``Out(1)``:
+    STATUS.DONE / STATUS.ERROR, for the command sequencer).
 
     Parameters: ``data_width`` (64, 128, 256 or 512 bits), ``max_burst`` (words per
     burst, a power of two in 1..128; default 16, the MC's largest burst) and
@@ -337,6 +338,8 @@ class MigrateEngine(wiring.Component):
             "mem": Out(MemPortSignature(data_width)),
             "now": In(64),
             "interrupt": Out(1),
+            "done": Out(1),
+            "error": Out(1),
         })
 
     def elaborate(self, platform):
@@ -360,4 +363,5 @@ class MigrateEngine(wiring.Component):
         ]
         connect_core_command(m, regs, status, core)
         report_command(m, self, regs, status, time, cycle_counter=True)
+        m.d.comb += [self.done.eq(status.done), self.error.eq(status.error)]
         return m

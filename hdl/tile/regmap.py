@@ -129,7 +129,9 @@ REGISTERS = (
         "offset": 0x0020,
         "access": "RO",
         "read_strobe": False,
-        "description": "The Muon node (x, y) of each block: bits 3:0 x, 7:4 y of each byte.",
+        "description": ("The Muon node (x, y) of each block: bits 3:0 x, 7:4 y of each byte. "
+                        "The command sequencer shares the cache-migrate engine's node (and "
+                        "its TRAFFIC_CLASS)."),
         "fields": (
             {"name": "MA", "lsb": 0, "width": 8, "access": "RO", "reset": None, "encode": None,
              "description": "The MA's node."},
@@ -180,8 +182,8 @@ REGISTERS = (
         "read_strobe": False,
         "description": ("Which blocks hold their interrupt line high now: bit w is window "
                         "w's block (spec.tile.TileBlock: bit 1 MA, 2 VA, 3 MC, 4 MIGRATE, 5 "
-                        "MESH). The tile's interrupt is the OR of these bits; each block's "
-                        "IRQ_STATUS clears its own."),
+                        "MESH, 6 SEQUENCER). The tile's interrupt is the OR of these bits; "
+                        "each block's IRQ_STATUS clears its own."),
         "fields": (
             {"name": "MA", "lsb": 1, "width": 1, "access": "RO", "reset": None, "encode": None,
              "description": "The MA's interrupt."},
@@ -193,6 +195,8 @@ REGISTERS = (
              "description": "The cache-migrate engine's interrupt."},
             {"name": "MESH", "lsb": 5, "width": 1, "access": "RO", "reset": None, "encode": None,
              "description": "The mesh's interrupt (a reservation request answered)."},
+            {"name": "SEQUENCER", "lsb": 6, "width": 1, "access": "RO", "reset": None, "encode": None,
+             "description": "The command sequencer's interrupt (a run ended)."},
         ),
     },
     {

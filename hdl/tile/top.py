@@ -26,6 +26,13 @@ Inside (:class:`TileTop`):
   :class:`~hdl.tile.memni.MemoryNi` at the MC's node on two of its client channels (0
   reads, 1 writes); the MC's memory port goes to ``m_axi_gmem`` through a
   :class:`~hdl.common.memport.MemPortToAxi4`;
+* the command sequencer (:class:`~hdl.tile.sequencer.Sequencer`, docs/tile/sequencer.md)
+  at window SEQUENCER: its ``ctl`` a second master of the control decoder (a
+  :class:`~hdl.tile.control.ControlArbiter` beside the host), the MA's, VA's and migrate
+  engine's STATUS.DONE / ERROR on its ``done`` / ``error``, its memory port sharing the
+  migrate engine's node and NI behind a :class:`~hdl.common.memport.MemPortArbiter`
+  (the sequencer's bursts first; after the migrate engine's PortGate, so a reservation
+  does not hold the sequencer);
 * reserved commands (:mod:`hdl.tile.reserve`): a :class:`~hdl.tile.reserve.PortGate` between
   each requester and its NI, and the :class:`~hdl.tile.reserve.ReserveControl` that holds
   the background while a command of a reserved class (RESERVE.CLASSES) runs, holds that
@@ -40,7 +47,7 @@ from amaranth.lib.wiring import In, Out
 from hdl.common.axi import AXI4LiteSignature, AXI4Signature, connect_flat, flat_members
 from hdl.common.command import CommandStatus
 from hdl.common.kernel import drive_common_registers, kernel_clock
-from hdl.common.memport import MemPortSignature, MemPortToAxi4
+from hdl.common.memport import MemPortArbiter, MemPortSignature, MemPortToAxi4
 from hdl.common.regblock import RegisterBlock
 from hdl.common.timebase import Timebase
 from hdl.ma import regmap as ma_regmap
@@ -72,8 +79,11 @@ from .migrate import check_parameters as check_migrate
 from .ni import RequesterNi
 from .packets import MAX_CREDITS, check_ni_widths, min_flit_data_bits
 from .reserve import PortGate, ReserveControl
+from .sequencer import Sequencer
+from .sequencer import check_parameters as check_sequencer
 
-__all__ = ["TileTop", "SMALL", "DEFAULT", "check_parameters", "MC_CHANNELS", "BLOCKS"]
+__all__ = ["TileTop", "SMALL", "DEFAULT", "check_parameters", "MC_CHANNELS", "BLOCKS",
+           "SEQ_TARGETS"]
 
 MC_CHANNELS = 2            # the memory NI's read and write channels
 RESERVABLE = ("ma", "va")  # the requesters whose commands can run reserved
@@ -85,8 +95,13 @@ NI_WR_OUTSTANDING = 16     # write bursts unanswered: a ~90-cycle write round tr
 MIN_CREDITS = NI_WR_CHUNK + NI_CREDIT_BATCH
 MESH_SIDES = range(2, 9)
 BLOCKS = {"ma": TileBlock.MA, "va": TileBlock.VA, "mc": TileBlock.MC,
-          "migrate": TileBlock.MIGRATE, "mesh": TileBlock.MESH}
-"""The windows the tile decodes besides TILE (SEQUENCER answers SLVERR)."""
+          "migrate": TileBlock.MIGRATE, "mesh": TileBlock.MESH,
+          "sequencer": TileBlock.SEQUENCER}
+"""The windows the tile decodes besides TILE."""
+SEQ_TARGETS = {"ma": TileBlock.MA, "va": TileBlock.VA, "migrate": TileBlock.MIGRATE}
+"""The blocks the command sequencer launches commands on (their done / error wires)."""
+SEQ_MAX_DEPS = 4               # dependencies a command-list entry may have
+SEQ_TAGS = 32                  # bursts in flight a kind at the shared node's arbiter
 BE_DEPTH, RSV_DEPTH = 8, 4     # the mesh's buffers: hdl.muon.mesh.Mesh's defaults
 
 DEFAULT = dict(p=8, lanes=32, fn_lanes=None, data_width=128, cols=2, rows=2,
@@ -122,12 +137,14 @@ def check_parameters(p, lanes, fn_lanes, data_width, cols, rows, flit_bits, cred
     _integer("RSV_SLOTS", rsv_slots)
     check_rbr_parameters(rsv_slots)
     check_migrate(data_width, 16, 8)
+    check_sequencer(data_width, tuple(SEQ_TARGETS.values()), SEQ_MAX_DEPS)
 
 
 class _CommandUnit(wiring.Component):
     """A block with the MA's and VA's command contract on the tile's timebase: its register
     block (``bus``), command status and core (``mem``), ``interrupt`` as on its top;
-    ``launch`` (a command starts) and ``busy`` (its status's), for the reservations."""
+    ``launch`` (a command starts) and ``busy`` (its status's), for the reservations;
+    ``done`` / ``error`` (STATUS.DONE / STATUS.ERROR), for the command sequencer."""
 
     def __init__(self, regmap, block, version, caps, core, connect, data_width):
         self._regmap, self._block, self._version, self._caps = regmap, block, version, caps
@@ -139,6 +156,8 @@ class _CommandUnit(wiring.Component):
             "interrupt": Out(1),
             "launch": Out(1),
             "busy": Out(1),
+            "done": Out(1),
+            "error": Out(1),
         })
 
     def elaborate(self, platform):
@@ -154,7 +173,8 @@ class _CommandUnit(wiring.Component):
         self._connect(m, regs, core)
         connect_core_command(m, regs, status, core)
         report_command(m, self, regs, status, time, cycle_counter=True)
-        m.d.comb += [self.launch.eq(status.launch), self.busy.eq(status.busy)]
+        m.d.comb += [self.launch.eq(status.launch), self.busy.eq(status.busy),
+                     self.done.eq(status.done), self.error.eq(status.error)]
         return m
 
 
@@ -292,12 +312,19 @@ class TileTop(wiring.Component):
         }
         mc = _McUnit(MC_CHANNELS, dw, self.prefetch_lines)
         mesh_regs = _MeshUnit(self.cols, self.rows, self.rsv_slots)
-        for name, unit in (*units.items(), ("mc", mc), ("mesh", mesh_regs)):
+        seq = Sequencer(dw, targets=tuple(SEQ_TARGETS.values()), max_deps=SEQ_MAX_DEPS)
+        for name, unit in (*units.items(), ("mc", mc), ("mesh", mesh_regs), ("sequencer", seq)):
             m.submodules["muon" if name == "mesh" else name] = unit     # "mesh": the routers
             wiring.connect(m, getattr(control, name), unit.bus)
             m.d.comb += [unit.now.eq(timebase.now),
                          getattr(control, f"irq_{name}").eq(unit.interrupt)]
         m.d.comb += self.interrupt.eq(control.interrupt)
+        # The command sequencer: a second master of the control decoder, the targets'
+        # STATUS.DONE / ERROR, its memory port beside the migrate engine's (below).
+        wiring.connect(m, seq.ctl, control.seq)
+        for name, window in SEQ_TARGETS.items():
+            m.d.comb += [seq.done[window].eq(units[name].done),
+                         seq.error[window].eq(units[name].error)]
 
         # The mesh and the network interfaces.
         m.submodules.mesh = mesh = Mesh(self.cols, self.rows, slots=self.rsv_slots,
@@ -322,7 +349,13 @@ class TileTop(wiring.Component):
             m.submodules[f"ni_{name}"] = ni
             m.submodules[f"gate_{name}"] = gate = PortGate(dw)
             wiring.connect(m, unit.mem, gate.up)
-            wiring.connect(m, gate.down, ni.port)
+            if name == "migrate":       # the sequencer's node: its bursts first
+                m.submodules.seq_port = shared = MemPortArbiter(dw, SEQ_TAGS)
+                wiring.connect(m, seq.mem, shared.high)
+                wiring.connect(m, gate.down, shared.low)
+                wiring.connect(m, shared.down, ni.port)
+            else:
+                wiring.connect(m, gate.down, ni.port)
             m.d.comb += [ni.cls.eq(getattr(control, f"cls_{name}")),
                          gate.hold.eq(getattr(reserve, f"hold_{name}")),
                          getattr(reserve, f"idle_{name}").eq(gate.idle)]

@@ -7,7 +7,7 @@ import random
 import sys
 import time
 
-from golden.program import decode_steps
+from golden.program import BlockConfig, decode_steps
 from spec.sequencer import VERSION as FORMAT_VERSION
 
 from .commands import command_list, encode_command_list
@@ -42,6 +42,12 @@ def add_arguments(parser):
                         "(docs/tile/sequencer.md)")
     parser.add_argument("--origin", type=int, default=0, help="with --commands: cycles after "
                         "the sequencer's T0 at which the plan's cycle 0 falls (default 0)")
+    parser.add_argument("--ma-p", type=int, default=BlockConfig.p, metavar="P",
+                        help=f"with --preset: the tile's MA array size (default "
+                        f"{BlockConfig.p}; the tests' small tile: 4)")
+    parser.add_argument("--va-lanes", type=int, default=BlockConfig.lanes, metavar="L",
+                        help=f"with --preset: the tile's VA lanes (default {BlockConfig.lanes}; "
+                        "the tests' small tile: 8)")
     parser.add_argument("--quiet", action="store_true", help="print only the summary")
 
 
@@ -54,8 +60,9 @@ def run(args, out=None):
                          "program)")
     if args.origin < 0:
         raise ValueError(f"--origin must be >= 0, not {args.origin}")
+    config = BlockConfig(p=args.ma_p, lanes=args.va_lanes)
     if args.preset is not None:
-        graph, machine = lower_decode(args.preset)
+        graph, machine = lower_decode(args.preset, config=config)
         stage = graph.stages[0][0]
         nodes = sum(1 for op in graph.ops if not isinstance(op, BarrierOp))
         layers = 1 + sum(1 for op in graph.ops if isinstance(op, BarrierOp))
@@ -88,7 +95,7 @@ def run(args, out=None):
     if args.gantt:
         write_gantt(result, machine, args.gantt)
     if args.commands:
-        programs = [step for _, step in decode_steps(args.preset)]
+        programs = [step for _, step in decode_steps(args.preset, config=config)]
         entries = command_list(programs, graph, result, origin=args.origin)
         data = encode_command_list(entries)
         with open(args.commands, "wb") as f:

@@ -28,7 +28,7 @@ everything and raise :class:`CommandListError` (a ValueError, one line).
 """
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from spec import sequencer as fmt
@@ -42,7 +42,8 @@ from .ir import BarrierOp
 __all__ = ["CommandListError", "RegisterMap", "register_map", "Entry", "Record",
            "encode_command_list", "decode_command_list", "encode_log", "decode_log",
            "ma_register_writes", "va_register_writes", "tat_register_writes",
-           "command_list", "preset_command_list", "PHYS_BASE", "REGMAP_JSON"]
+           "command_list", "entry_commands", "preset_command_list", "PHYS_BASE",
+           "REGMAP_JSON"]
 
 PHYS_BASE = 1 << 32
 """Physical byte address of the programs' address 0 (the host runtime's default)."""
@@ -332,6 +333,27 @@ def _predecessors(graph):
     return preds
 
 
+def _planned_items(ops, commands, result, origin):
+    """One item per START, in the list's order: (planned, program order, repetition, op)."""
+    timing = {e.op: (e.start, e.finish) for e in result.entries}
+    items = []
+    for order, (op, (_, cmd)) in enumerate(zip(ops, commands, strict=True)):
+        start, finish = timing[op.name]
+        reps = 1 if cmd.block == "ma" else cmd.repeat
+        for r in range(reps):
+            items.append((origin + start + r * (finish - start) // reps, order, r, op))
+    items.sort(key=lambda it: it[:3])
+    return items
+
+
+def entry_commands(programs, graph, result):
+    """``(command index, repetition, op)`` of each entry of :func:`command_list`'s list,
+    in its order (the index counts the commands of every program in turn)."""
+    commands = [(prog, cmd) for prog in programs for cmd in prog.commands]
+    ops = [op for op in graph.ops if not isinstance(op, BarrierOp)]
+    return [(order, r, op) for _, order, r, op in _planned_items(ops, commands, result, 0)]
+
+
 def command_list(programs, graph, result, *, phys_base=PHYS_BASE, origin=0):
     """The :class:`Entry` list of ``programs`` (a preset's layers, in order; the graph's
     non-barrier ops are their commands in order, :func:`plan.lower.lower_programs`) as
@@ -343,16 +365,8 @@ def command_list(programs, graph, result, *, phys_base=PHYS_BASE, origin=0):
         raise ValueError(f"the graph has {len(ops)} ops for {len(commands)} commands")
     if [e.op for e in result.entries] != [op.name for op in graph.ops]:
         raise ValueError("the plan is not of this graph")
-    timing = {e.op: (e.start, e.finish) for e in result.entries}
-    # one item per START: (planned, program order, repetition, op name, target, writes)
-    items = []
-    for order, (op, (prog, cmd)) in enumerate(zip(ops, commands, strict=True)):
-        start, finish = timing[op.name]
-        reps = 1 if cmd.block == "ma" else cmd.repeat
-        for r in range(reps):
-            planned = origin + start + r * (finish - start) // reps
-            items.append((planned, order, r, op.name, prog, cmd))
-    items.sort(key=lambda it: it[:3])
+    items = [(planned, order, r, op.name, *commands[order])
+             for planned, order, r, op in _planned_items(ops, commands, result, origin)]
     nbytes = max(prog.memory_bytes for prog in programs)
     reps_left = {op.name: (1 if cmd.block == "ma" else cmd.repeat)
                  for op, (_, cmd) in zip(ops, commands, strict=True)}
@@ -415,10 +429,11 @@ def command_list(programs, graph, result, *, phys_base=PHYS_BASE, origin=0):
 
 
 def preset_command_list(preset, config=None, *, origin=0, phys_base=PHYS_BASE,
-                        max_cycles=None, sequencer=None):
+                        max_cycles=None, sequencer=None, commands=None):
     """One planned decode step of tile preset ``preset``, planned with the command
     sequencer's timing ``sequencer`` (a :class:`plan.machine.SequencerTiming`, default
-    the tile's): ``(entries, plan, graph, programs)``."""
+    the tile's): ``(entries, plan, graph, programs)``. ``commands``: plan only the step's
+    first that many commands (counted over its layers in turn), a shorter list."""
     from golden.program import BlockConfig, decode_steps
 
     from .dstp import DEFAULT_MAX_CYCLES, plan
@@ -430,6 +445,15 @@ def preset_command_list(preset, config=None, *, origin=0, phys_base=PHYS_BASE,
         raise ValueError(f"unknown preset {preset!r}; expected one of {sorted(PRESETS)}")
     t = PRESETS[preset].position
     programs = [step for _, step in decode_steps(preset, t, cfg)]
+    if commands is not None:
+        if not isinstance(commands, int) or commands < 1:
+            raise ValueError(f"commands must be a count >= 1, not {commands!r}")
+        cut, left = [], commands
+        for prog in programs:
+            if left > 0:
+                cut.append(replace(prog, commands=tuple(prog.commands[:left])))
+                left -= len(prog.commands)
+        programs = cut
     machine = machine_for(cfg)
     graph = lower_programs(programs, machine, token=t)
     machine = with_sequencer(machine, programs, graph, sequencer)

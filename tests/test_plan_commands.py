@@ -268,3 +268,32 @@ def test_cli_writes_the_list(tmp_path, notes, capsys):
     assert f"command list: {len(notes[0])} entries" in capsys.readouterr().out
     assert cli_main(["--synthetic", "4", "--commands", str(out)]) == 2
     assert "--commands needs --preset" in capsys.readouterr().err
+
+
+def test_cli_plans_for_the_small_tile(tmp_path, capsys):
+    """``--ma-p`` / ``--va-lanes``: the list of the tile the tests build (P=4, L=8)."""
+    from golden.program import BlockConfig
+
+    out = tmp_path / "small.bin"
+    assert cli_main(["--preset", "notes", "--quiet", "--commands", str(out), "--origin", "400",
+                     "--ma-p", "4", "--va-lanes", "8"]) == 0
+    small = preset_command_list("notes", BlockConfig(p=4, lanes=8), origin=400)[0]
+    assert out.read_bytes() == encode_command_list(small)
+    assert small != preset_command_list("notes", origin=400)[0]
+    capsys.readouterr()
+    assert cli_main(["--preset", "notes", "--va-lanes", "6"]) == 2
+    assert "power of two" in capsys.readouterr().err
+
+
+def test_a_list_of_the_first_commands(notes):
+    """``commands=N``: the first N commands of the step planned alone; their entries are
+    the whole list's for those commands (the same START values)."""
+    entries, plan, graph, programs = preset_command_list("notes", commands=12)
+    assert sum(len(p.commands) for p in programs) == 12
+    assert list(programs[0].commands) == list(notes[3][0].commands[:12])
+    full = notes[0]
+    reps = sum(1 if c.block == "ma" else c.repeat for c in programs[0].commands)
+    assert len(entries) == reps and len(entries) < len(full)
+    assert {e.target for e in entries} <= {e.target for e in full}
+    with pytest.raises(ValueError, match="commands must be a count >= 1"):
+        preset_command_list("notes", commands=0)

@@ -1,0 +1,66 @@
+"""The planned decode step run by the tile's command sequencer (``tests/tile_seq_tb.py``)
+on ``v4hw_tile`` under Verilator and Icarus.
+
+The build is the tile tests' own (``tests/test_tile_cocotb.py``: the same Verilog text,
+configuration name and options), so no build is added. ``make test`` runs the list
+planned for the first 12 commands of the ``notes`` step on Verilator; ``make regress``
+the first 4 on Icarus (slow: the tile's Icarus build) and the whole step, beside the
+host-driven run of the same step for the ratio. ``pytest -s`` prints the report (the
+plan-vs-measured distribution).
+"""
+
+import json
+
+import pytest
+
+from sim.runner import run_cocotb
+from tests import test_tile_cocotb as tile
+
+TESTBENCH = "tests.tile_seq_tb"
+SHORT = 12
+"""Commands of the short run: the list planned for the step's first SHORT commands."""
+SHORT_ICARUS = 4
+
+
+def run_planned(simulator, tmp_path, timeout_s, *, limit=0, host=False, on_time=False):
+    report = tmp_path / "report.json"
+    env = {"V4HW_SQ_PRESET": "notes", "V4HW_SQ_LIMIT": str(limit),
+           "V4HW_SQ_REPORT": str(report), "V4HW_SQ_HOST": str(int(host)),
+           "V4HW_SQ_ON_TIME": str(int(on_time))}
+    verilog = tile.tile_verilog() if simulator == "verilator" else tile.tile_verilog_icarus()
+    options = tile.VERILATOR if simulator == "verilator" else {}
+    try:
+        run_cocotb(simulator, verilog, tile.TOPLEVEL, TESTBENCH, config_name=tile.CONFIG_NAME,
+                   testcase="planned_step", gtkw_groups=tile.TILE_GTKW_GROUPS,
+                   timeout_s=timeout_s, extra_env=env, **options)
+    finally:
+        out = json.loads(report.read_text()) if report.is_file() else None
+        if out is not None:
+            print(json.dumps({k: v for k, v in out.items() if k != "ops"}, indent=1))
+    return out
+
+
+@pytest.mark.cocotb
+def test_tile_sequencer_short(tmp_path):
+    """The first commands of the notes step's planned list, launched by the sequencer."""
+    out = run_planned("verilator", tmp_path, 1800, limit=SHORT)
+    assert out["count"] > 0 and out["commands"] == SHORT
+
+
+@pytest.mark.cocotb
+@pytest.mark.regress
+def test_tile_sequencer_short_icarus(tmp_path):
+    """The same on Icarus, fewer commands (regress: about 10 minutes of Icarus for the
+    4 commands' ~2400 cycles, 19 minutes with its build)."""
+    out = run_planned("icarus", tmp_path, 3600, limit=SHORT_ICARUS)
+    assert out["count"] > 0 and out["commands"] == SHORT_ICARUS
+
+
+@pytest.mark.cocotb
+@pytest.mark.regress
+def test_tile_sequencer_notes_step(tmp_path):
+    """The whole notes step from the sequencer, then from the host for the ratio."""
+    out = run_planned("verilator", tmp_path, 7200, host=True)
+    assert out["count"] == out["entries"]
+    print(f"planned step {out['run_cycles']} cycles (START to DONE), host-driven "
+          f"{out['host_cycles']}: ratio {out['host_cycles'] / out['run_cycles']:.3f}")

@@ -129,9 +129,14 @@ test-cocotb: setup
 # The order of a run comes from tests/data/durations.json (tests/conftest.py): rerecord it
 # when tests were added or got much longer or shorter.
 # pytest-split keeps its own copy (node id: seconds) in build/, out of the tree.
+# It also records each test's processor seconds, its own and its subprocesses' (sim/cputime.py:
+# build/cputime.jsonl, summed per file at the end): a budget for an idle machine is planned
+# from those, which the load of a shared machine does not change.
 durations: setup
+	rm -f build/cputime.jsonl
 	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist worksteal -m "not regress" --store-durations \
-	    --durations-path=build/pytest-split/stored.json
+	    --durations-path=build/pytest-split/stored.json -p sim.cputime; \
+	    status=$$?; $(BIN)/python -m sim.cputime build/cputime.jsonl --top 40; exit $$status
 
 # Line and toggle coverage (sim/coverage.py): the Verilator runs of COVERAGE_ARGS (default:
 # make test's cocotb tests but Icarus's) on coverage builds of their own

@@ -40,6 +40,7 @@ import logging
 import os
 import re
 import shutil
+import sys
 import time
 from contextlib import contextmanager
 from functools import cache
@@ -238,68 +239,88 @@ def _slug(text):
     return re.sub(r"[^A-Za-z0-9_.+=-]+", "-", text).strip("-") or "run"
 
 
-# --- cocotb runner customisation -----------------------------------------------------------
+# --- cocotb's runner, through its public API ---------------------------------------------
+#
+# The runner is `cocotb_tools.runner.get_runner(simulator)` driven through `build()` and
+# `test()` and their documented arguments only; no method of it is overridden or called
+# beyond those (tests/test_lint.py fails if one is). What those arguments cannot say is
+# said through what cocotb documents besides them, each for a reason:
+#
+# - The process environment, for the duration of one build() or test() call
+#   (`_environment`): cocotb copies os.environ over `extra_env` (so a variable of the
+#   calling process would win over ours), lets the WAVES variable win over `waves=` (the
+#   runner has already folded WAVES into its hashed `waves`), and reads SIM_CMD_PREFIX
+#   (the `timeout` wrapper of `timeout_s`) and SIM_CMD_SUFFIX from it.
+# - `sys.path` (`_repository_on_path`): cocotb sets the simulation's PYTHONPATH to this
+#   process's sys.path, and the test modules (`tests.foo_tb`) import from the repository
+#   root, which an installed `v4hw` need not have on its path.
+# - Verilog sources: the Icarus time-0 rewrite (`icarus_time0_fix`) is applied to the
+#   text before it is written; Verilator's tracing_off and public_flat_rw lines are
+#   Verilator configuration files among the sources.
+# - Icarus's dump format: cocotb asks vvp for FST (`-fst` after the plusargs); vvp takes
+#   the last format option, so SIM_CMD_SUFFIX=-vcd makes it a VCD, which sim.waves reads.
+# - Verilator options as `build_args`, which cocotb places after its own: coverage;
+#   `--no-public-flat-rw --public-depth 1` for `verilator_public="top"` (Verilator's last
+#   `--[no-]public-flat-rw` wins; the model's C++ is that of `--public-depth 1` alone
+#   but for empty DPI-export scaffolding, Vtop__Dpi.*, that the flag leaves behind);
+#   `-CFLAGS <opt>` for `verilator_opt` (verilated.mk puts its OPT_FAST/OPT_SLOW/
+#   OPT_GLOBAL before the user's flags so that they override them, and the C++ compiler
+#   takes the last -O; only cocotb's own main, verilator.cpp, keeps Verilator's -Os).
+# The build lock, the build records and the build hash are this module's, around the calls.
 
-@cache
-def _runner_class(simulator):
+
+@contextmanager
+def _environment(variables):
+    """Set ``variables`` in ``os.environ`` for the block, then restore what was there."""
+    saved = {name: os.environ.get(name) for name in variables}
+    os.environ.update(variables)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+@contextmanager
+def _repository_on_path():
+    """The repository root first on ``sys.path`` for the block (so in the simulation's
+    PYTHONPATH), then ``sys.path`` as it was."""
+    root = str(REPO_ROOT)
+    sys.path.insert(0, root)
+    try:
+        yield
+    finally:
+        sys.path.remove(root)
+
+
+def _get_runner(simulator):
     # Imported here: cocotb_tools.runner pulls in all of cocotb, which only simulations need.
-    from cocotb_tools import runner as cocotb_runner
+    from cocotb_tools.runner import get_runner
 
-    class _Settings:
-        # cocotb reads WAVES from the environment in build() and test() and lets it win;
-        # the runner has already folded WAVES into self._v4hw_waves, which is hashed.
-        def _build_command(self):
-            self.waves = self._v4hw_waves
-            return super()._build_command()
-
-        def _test_command(self):
-            self.waves = self._v4hw_waves
-            return super()._test_command()
-
-        # cocotb starts from extra_env and then lets os.environ override it; ours goes last.
-        def _set_env_test(self):
-            super()._set_env_test()
-            env = dict(self._v4hw_env)
-            env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), self.env.get("PYTHONPATH", "")])
-            self.env.update(env)
-
-        def _get_sim_cmd_prefix(self):
-            prefix = super()._get_sim_cmd_prefix()
-            if self._v4hw_timeout is None:
-                return prefix
-            return ["timeout", "--kill-after=10", f"{self._v4hw_timeout:g}", *prefix]
-
-    class _Icarus(_Settings, cocotb_runner.Icarus):
-        def _test_command(self):
-            # The dump module writes wherever +dumpfile_path= says, in the format that
-            # vvp's extended argument selects; the runner only knows -fst.
-            return [["-vcd" if arg == "-fst" else arg for arg in command]
-                    for command in super()._test_command()]
-
-    class _Verilator(_Settings, cocotb_runner.Verilator):
-        def _build_command(self):
-            commands = super()._build_command()
-            if self._v4hw_public == "top":
-                commands[0] = [arg for arg in commands[0] if arg != "--public-flat-rw"]
-                commands[0][1:1] = ["--public-depth", "1"]
-            if self._v4hw_opt is not None:
-                commands[1] += [f"{name}={self._v4hw_opt}"
-                                for name in ("OPT_FAST", "OPT_SLOW", "OPT_GLOBAL")]
-            if self._v4hw_coverage:
-                commands[0][1:1] = list(self._v4hw_coverage)
-            return commands
-
-    return {"icarus": _Icarus, "verilator": _Verilator}[simulator]
+    return get_runner(simulator)
 
 
-def _make_runner(simulator, *, waves, env, timeout_s, public="all", opt=None, coverage=()):
-    runner = _runner_class(simulator)()
-    runner._v4hw_public, runner._v4hw_opt = public, opt
-    runner._v4hw_coverage = tuple(coverage)
-    runner._v4hw_waves = waves
-    runner._v4hw_env = env
-    runner._v4hw_timeout = timeout_s
-    return runner
+def _verilator_build_args(options):
+    args = list(options.get("coverage", ()))
+    if options.get("public", "all") == "top":
+        args += ["--no-public-flat-rw", "--public-depth", "1"]
+    if options.get("opt") is not None:
+        args += ["-CFLAGS", options["opt"]]
+    return args
+
+
+def _test_environment(simulator, env, waves, timeout_s):
+    variables = dict(env, WAVES="1" if waves else "0")
+    if timeout_s is not None:
+        prefix = os.environ.get("SIM_CMD_PREFIX", "")
+        variables["SIM_CMD_PREFIX"] = f"timeout --kill-after=10 {timeout_s:g} {prefix}".strip()
+    if simulator == "icarus" and waves:
+        suffix = os.environ.get("SIM_CMD_SUFFIX", "")
+        variables["SIM_CMD_SUFFIX"] = f"{suffix} -vcd".strip()
+    return variables
 
 
 # --- Build ---------------------------------------------------------------------------------
@@ -365,12 +386,13 @@ def _build(simulator, source, toplevel, options, build_dir):
         started = time.monotonic()
         # A Verilator build of a large top takes minutes: say so before and after.
         print(f"v4hw: building {build_dir.name} ({simulator}) ...", flush=True)
-        runner = _make_runner(simulator, waves=options["waves"], env={}, timeout_s=None,
-                              public=options.get("public", "all"), opt=options.get("opt"),
-                              coverage=options.get("coverage", ()))
+        build_args = _verilator_build_args(options) if simulator == "verilator" else []
         try:
-            runner.build(sources=sources, hdl_toplevel=toplevel, build_dir=build_dir,
-                         timescale=TIMESCALE, waves=options["waves"], always=True)
+            with _environment({"WAVES": "1" if options["waves"] else "0"}):
+                _get_runner(simulator).build(
+                    sources=sources, hdl_toplevel=toplevel, build_dir=build_dir,
+                    build_args=build_args, timescale=TIMESCALE, waves=options["waves"],
+                    always=True)
         except RuntimeError as error:
             raise SimulationError(f"the {simulator} build in {build_dir} failed ({error}); "
                                   "see the compiler output above") from None
@@ -557,7 +579,7 @@ def run_cocotb(simulator, verilog, toplevel, test_module, *, config_name, testca
     # cocotb seeds `random` with the test's own seed (sim/seed.py): one seed a run.
     env["COCOTB_RANDOM_SEED"] = str(seed_of(node))
     env.update(extra_env or {})
-    runner = _make_runner(simulator, waves=waves, env=env, timeout_s=timeout_s)
+    runner = _get_runner(simulator)
 
     # The tree is shared: a colleague may be running the same test; wait, do not clash.
     test_dir.parent.mkdir(exist_ok=True)
@@ -568,11 +590,13 @@ def run_cocotb(simulator, verilog, toplevel, test_module, *, config_name, testca
         started = time.monotonic()
         crashed = None
         try:
-            runner.test(test_module=test_module, hdl_toplevel=toplevel,
-                        hdl_toplevel_lang="verilog", testcase=testcase, build_dir=build_dir,
-                        test_dir=test_dir, results_xml=str(results), waves=waves,
-                        plusargs=[f"+dumpfile_path={vcd}"] if waves and simulator == "icarus"
-                        else [])
+            with _environment(_test_environment(simulator, env, waves, timeout_s)), \
+                    _repository_on_path():
+                runner.test(test_module=test_module, hdl_toplevel=toplevel,
+                            hdl_toplevel_lang="verilog", testcase=testcase,
+                            build_dir=build_dir, test_dir=test_dir, results_xml=str(results),
+                            waves=waves, plusargs=[f"+dumpfile_path={vcd}"]
+                            if waves and simulator == "icarus" else [])
         except SystemExit:
             pass  # under pytest, cocotb's runner exits when a test failed; results say which
         except RuntimeError as error:

@@ -28,6 +28,7 @@ command's path owns it) and write through the :class:`~hdl.va.streams.StreamWrit
 
 from functools import reduce
 from operator import or_
+from types import SimpleNamespace
 
 from amaranth.hdl import Cat, Const, Module, Mux, ResetInserter, Signal
 from amaranth.lib import data, wiring
@@ -99,6 +100,10 @@ class VectorCore(wiring.Component):
     at START for :class:`hdl.common.command.CommandStatus`. ``launch`` starts a command;
     it ends with one ``finish`` pulse after its last write is answered, or one ``fail``
     pulse (code, address) once nothing it issued is in flight.
+
+    ``elaborate`` builds it in parts, a method each: the START checks, the latched
+    command, the units, the operand streams, the units' controls, the memory port's
+    multiplexing, the command's sequence (the parts share one namespace of signals).
     """
 
     def __init__(self, lanes=32, data_width=128, fn_lanes=None):
@@ -218,10 +223,19 @@ class VectorCore(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        width, bb, lanes = self.data_width, self.data_width // 8, self.lanes
-        off_bits = exact_log2(bb)
+        s = SimpleNamespace()           # what the parts below share, named as in each
         self._start_checks(m)
+        self._latch(m, s)
+        self._units(m, s)
+        self._operands(m, s)
+        self._unit_controls(m, s)
+        self._memory_port(m, s)
+        self._sequence(m, s)
+        return m
 
+    def _latch(self, m, s):
+        """The command latched at ``launch`` (``s.cmd``, valid from ``s.go``), its flags,
+        and the bytes of its first result (``s.out_bytes``)."""
         cmd = Signal(VaCommandLayout())
         go = Signal()                   # one cycle after launch: the latched command is valid
         m.d.sync += go.eq(self.launch)
@@ -236,24 +250,26 @@ class VectorCore(wiring.Component):
             "bcast": (VaOpcode.MUL_MEM, VaOpcode.ADD_MEM), "sum": VaOpcode.SUM,
             "max": VaOpcode.MAX, "two": (VaOpcode.ADD, VaOpcode.MUL),
             "indexed": INDEXED_OPCODES}, "cmd")
-        gather, scatter, row, ext = op["gather"], op["scatter"], op["row"], op["ext"]
-        rms, quant, topk, wide = op["rms"], op["quant"], op["topk"], op["wide"]
-        rope, dq_mem, wide_src, bcast = op["rope"], op["dq_mem"], op["wide_src"], op["bcast"]
-        split = rope & cmd.split_half
-        is_sum, is_max, two, indexed = op["sum"], op["max"], op["two"], op["indexed"]
-        n = cmd.length[:17]
-        abort = Signal()
-        second = Signal()               # the writer's second result (QUANTIZE, TOPK, ROPE)
+        s.cmd, s.go, s.op, s.n = cmd, go, op, cmd.length[:17]
+        s.split = op["rope"] & cmd.split_half
+        n, quant, wide = s.n, op["quant"], op["wide"]
+        s.abort = Signal()
+        s.second = Signal()             # the writer's second result (QUANTIZE, TOPK, ROPE)
         out_bytes = Signal(range(4 * MAX_LENGTH + 1))   # the first result's bytes
-        m.d.comb += out_bytes.eq(Mux(gather, n << cmd.esize, Mux(scatter | indexed, 0, Mux(
-            is_sum, 4, Mux(is_max, 2, Mux(quant | split, n, Mux(topk, cmd.k[:4] << 1, Mux(
-                wide, Mux(cmd.k[:17] > MAX_K, MAX_K, cmd.k[:4]) << 1, n << 1))))))))
+        m.d.comb += out_bytes.eq(Mux(op["gather"], n << cmd.esize, Mux(
+            op["scatter"] | op["indexed"], 0, Mux(op["sum"], 4, Mux(op["max"], 2, Mux(
+                quant | s.split, n, Mux(op["topk"], cmd.k[:4] << 1, Mux(
+                    wide, Mux(cmd.k[:17] > MAX_K, MAX_K, cmd.k[:4]) << 1, n << 1))))))))
+        s.out_bytes = out_bytes
 
-        m.submodules.reader = reader = OperandReader(width, 4)
-        m.submodules.gatherer = gatherer = StridedGather(width)
-        m.submodules.engine = engine = ResetInserter(go)(LaneEngine(lanes, width // 16))
-        m.submodules.writer = writer = StreamWriter(width)
-        m.submodules.scatterer = scatterer = StridedScatter(width)
+    def _units(self, m, s):
+        """The data paths' units (module docstring), each reset or started at ``s.go``."""
+        width, go, cmd = self.data_width, s.go, s.cmd
+        m.submodules.reader = s.reader = OperandReader(width, 4)
+        m.submodules.gatherer = s.gatherer = StridedGather(width)
+        m.submodules.engine = s.engine = ResetInserter(go)(LaneEngine(self.lanes, width // 16))
+        m.submodules.writer = s.writer = StreamWriter(width)
+        m.submodules.scatterer = s.scatterer = StridedScatter(width)
         m.submodules.rows = rows = ResetInserter(go)(RowUnit(width, self.fn_lanes))
         # TOPK, TOPK_WIDE: the entries of the row unit's chunk (8 a chunk, the rest last)
         chunk_left = Signal(range(MAX_LENGTH + 1))
@@ -261,69 +277,92 @@ class VectorCore(wiring.Component):
         m.d.comb += [chunk_left.eq(cmd.k[:17] - (rows.chunk << 3)),
                      chunk_count.eq(Mux(chunk_left > MAX_K, MAX_K, chunk_left))]
 
-        ext_unit, ext_io = self._ext_unit(m, go)
+        s.ext_unit, s.ext_io = self._ext_unit(m, go)
         m.submodules.indexed = mover = IndexedMover(width, VaCommandLayout())
-        m.d.comb += [mover.start.eq(go & indexed), mover.cmd.eq(cmd), mover.abort.eq(abort)]
+        m.d.comb += [mover.start.eq(go & s.op["indexed"]), mover.cmd.eq(cmd),
+                     mover.abort.eq(s.abort)]
         again = Signal()                # a row command's next pass: read the operands again
-        m.d.comb += [again.eq(rows.again & row & ~abort),
-                     second.eq(rows.second & row & ~abort)]
-        # Bytes of each contiguous operand: bf16 vectors, int32 (DEQUANTIZE), a scatter's
-        # packed elements; ROPE's cos and sin (half of x), split-half: x[:n/2], x[n/2:].
+        row = s.op["row"]
+        m.d.comb += [again.eq(rows.again & row & ~s.abort),
+                     s.second.eq(rows.second & row & ~s.abort)]
+        s.rows, s.chunk_count, s.mover, s.again = rows, chunk_count, mover, again
+
+    def _operands(self, m, s):
+        """The contiguous operands: a reader's stream each, realigned, to the unit the
+        command uses. Bytes of each: bf16 vectors, int32 (DEQUANTIZE), a scatter's packed
+        elements; ROPE's cos and sin (half of x), split-half: x[:n/2], x[n/2:]."""
+        width, bb = self.data_width, self.data_width // 8
+        off_bits = exact_log2(bb)
+        cmd, op, n, split, rows = s.cmd, s.op, s.n, s.split, s.rows
+        rope, bcast, dq_mem = op["rope"], op["bcast"], op["dq_mem"]
         nbytes = Signal(range(4 * MAX_LENGTH + 1))
-        m.d.comb += nbytes.eq(Mux(scatter, n << cmd.esize, Mux(wide_src, n << 2,
-                                                                Mux(split, n, n << 1))))
+        m.d.comb += nbytes.eq(Mux(op["scatter"], n << cmd.esize, Mux(op["wide_src"], n << 2,
+                                                                      Mux(split, n, n << 1))))
         src_hi = Signal(PHYS_ADDR_BITS)
         m.d.comb += src_hi.eq(cmd.src + n)
-        operands = ((cmd.src, nbytes, ~gather & ~indexed),
+        operands = ((cmd.src, nbytes, ~op["gather"] & ~op["indexed"]),
                     (cmd.src2, Mux(rope, n, Mux(bcast, 2, Mux(dq_mem, 4, n << 1))),
-                     two | (rms & rows.use_y) | rope | bcast | dq_mem),
+                     op["two"] | (op["rms"] & rows.use_y) | rope | bcast | dq_mem),
                     (cmd.src3, n, rope), (src_hi, n, split))
         for i, (addr, size, used) in enumerate(operands):
             realign = Realign(width)
             m.submodules[f"realign{i}"] = realign
             offset = addr[:off_bits]
             m.d.comb += [
-                reader.config[i].addr.eq(addr), reader.config[i].nbytes.eq(used * size),
-                realign.start.eq(go | again),
+                s.reader.config[i].addr.eq(addr), s.reader.config[i].nbytes.eq(used * size),
+                realign.start.eq(s.go | s.again),
                 # a reader's realigner: shift by the offset; an aligned stream passes as is
                 realign.shift.eq(offset | ((offset == 0) << off_bits)),
                 realign.absorb.eq(offset != 0),
                 realign.words_in.eq(words_for(offset, size, bb)),
                 realign.words_out.eq(words_for(0, size, bb)),
             ]
-            wiring.connect(m, getattr(reader, f"out{i}"), realign.i)
-            if i >= 2:      # ROPE's sin and the second half of x
-                wiring.connect(m, realign.o, rows.z if i == 2 else rows.w)
-                continue
-            engine_in = engine.x if i == 0 else engine.y
-            if i == 0:      # the first operand feeds the lanes, a scatter or the functions
-                with m.If(scatter):
-                    m.d.comb += [scatterer.i.payload.eq(realign.o.payload),
-                                 scatterer.i.valid.eq(realign.o.valid),
-                                 realign.o.ready.eq(scatterer.i.ready)]
-                with m.Elif(row):
-                    wiring.connect(m, realign.o, rows.x)
-                with m.Elif(ext):
-                    wiring.connect(m, realign.o, ext_io.i)
-                with m.Else():
-                    m.d.comb += [engine_in.payload.eq(realign.o.payload),
-                                 engine_in.valid.eq(realign.o.valid),
-                                 realign.o.ready.eq(engine_in.ready)]
-            else:
-                m.d.comb += rows.y.payload.eq(realign.o.payload)
-                with m.If(row):
-                    m.d.comb += [rows.y.valid.eq(realign.o.valid),
-                                 realign.o.ready.eq(rows.y.ready)]
-                with m.Else():
-                    wiring.connect(m, realign.o, engine_in)
+            wiring.connect(m, getattr(s.reader, f"out{i}"), realign.i)
+            self._route_operand(m, s, i, realign.o)
+
+    def _route_operand(self, m, s, i, stream):
+        """Operand ``i``'s realigned ``stream`` to the unit the command uses."""
+        rows, engine = s.rows, s.engine
+        if i >= 2:      # ROPE's sin and the second half of x
+            wiring.connect(m, stream, rows.z if i == 2 else rows.w)
+            return
+        engine_in = engine.x if i == 0 else engine.y
+        if i == 0:      # the first operand feeds the lanes, a scatter or the functions
+            with m.If(s.op["scatter"]):
+                m.d.comb += [s.scatterer.i.payload.eq(stream.payload),
+                             s.scatterer.i.valid.eq(stream.valid),
+                             stream.ready.eq(s.scatterer.i.ready)]
+            with m.Elif(s.op["row"]):
+                wiring.connect(m, stream, rows.x)
+            with m.Elif(s.op["ext"]):
+                wiring.connect(m, stream, s.ext_io.i)
+            with m.Else():
+                m.d.comb += [engine_in.payload.eq(stream.payload),
+                             engine_in.valid.eq(stream.valid),
+                             stream.ready.eq(engine_in.ready)]
+        else:
+            # y's payload goes to the row unit whatever the command; its valid only to one
+            m.d.comb += rows.y.payload.eq(stream.payload)
+            with m.If(s.op["row"]):
+                m.d.comb += [rows.y.valid.eq(stream.valid), stream.ready.eq(rows.y.ready)]
+            with m.Else():
+                wiring.connect(m, stream, engine_in)
+
+    def _unit_controls(self, m, s):
+        """The units' command inputs, and the writer's streams: the first result at DST,
+        then the second (``s.second``)."""
+        cmd, op, n, rows, writer = s.cmd, s.op, s.n, s.rows, s.writer
+        engine, gatherer, scatterer, ext_unit = s.engine, s.gatherer, s.scatterer, s.ext_unit
+        go, chunk_count = s.go, s.chunk_count
+        scatter, indexed, rope, second = op["scatter"], op["indexed"], op["rope"], s.second
         m.d.comb += [
-            reader.start.eq(go | again), engine.op.eq(cmd.op),
+            s.reader.start.eq(go | s.again), engine.op.eq(cmd.op),
             rows.op.eq(cmd.op), rows.n.eq(n), rows.k.eq(cmd.k[:17]), rows.scalar.eq(cmd.scalar),
             rows.split.eq(cmd.split_half),
             ext_unit.op.eq(cmd.op), ext_unit.scalar.eq(cmd.scalar),
             rows.writer_done.eq(writer.done),
             engine.scalar.eq(cmd.scalar[:16]), engine.count.eq(n),
-            gatherer.start.eq(go & gather), gatherer.base.eq(cmd.src),
+            gatherer.start.eq(go & op["gather"]), gatherer.base.eq(cmd.src),
             gatherer.stride.eq(cmd.stride), gatherer.esize.eq(cmd.esize),
             gatherer.count.eq(n),
             scatterer.start.eq(go & scatter), scatterer.base.eq(cmd.dst),
@@ -337,22 +376,27 @@ class VectorCore(wiring.Component):
             writer.addr.eq(Mux(scatter | indexed, 0, Mux(second, Mux(
                 rope, cmd.dst + n, Mux(rows.indices, cmd.dst2 + (rows.chunk << 5),
                                        cmd.dst + (rows.chunk << 4))), cmd.dst))),
-            writer.nbytes.eq(Mux(second, Mux(rope, n, Mux(quant, 4, Mux(
-                rows.indices, chunk_count << 2, chunk_count << 1))), out_bytes)),
+            writer.nbytes.eq(Mux(second, Mux(rope, n, Mux(op["quant"], 4, Mux(
+                rows.indices, chunk_count << 2, chunk_count << 1))), s.out_bytes)),
         ]
-        for unit in (reader, gatherer, writer, scatterer):
-            m.d.comb += unit.abort.eq(abort)
+        for unit in (s.reader, gatherer, writer, scatterer):
+            m.d.comb += unit.abort.eq(s.abort)
 
-        # The running command's path owns the read port and feeds the writer.
-        mem = self.mem
+    def _memory_port(self, m, s):
+        """The running command's path owns the memory port and feeds the writer."""
+        mem, op, writer, scatterer, mover = self.mem, s.op, s.writer, s.scatterer, s.mover
+        reader, gatherer, rows, ext_io = s.reader, s.gatherer, s.rows, s.ext_io
+        indexed, scatter, gather, ext = op["indexed"], op["scatter"], op["gather"], op["ext"]
         for name in ("wr_req", "wr_data"):
-            port, ours, theirs = getattr(mem, name), getattr(writer, name), getattr(scatterer, name)
+            port = wiring.flipped(getattr(mem, name))
             with m.If(indexed):
-                wiring.connect(m, getattr(mover.mem, name), wiring.flipped(port))
+                wiring.connect(m, getattr(mover.mem, name), port)
             with m.Elif(scatter):
+                theirs = getattr(scatterer, name)
                 m.d.comb += [port.payload.eq(theirs.payload), port.valid.eq(theirs.valid),
                              theirs.ready.eq(port.ready)]
             with m.Else():
+                ours = getattr(writer, name)
                 m.d.comb += [port.payload.eq(ours.payload), port.valid.eq(ours.valid),
                              ours.ready.eq(port.ready)]
         for unit, mine in ((writer, ~scatter & ~indexed), (scatterer, scatter),
@@ -360,43 +404,50 @@ class VectorCore(wiring.Component):
             m.d.comb += [unit.wr_resp.payload.eq(mem.wr_resp.payload),
                          unit.wr_resp.valid.eq(mem.wr_resp.valid & mine)]
         m.d.comb += mem.wr_resp.ready.eq(1)
+        rd_req, rd_resp = wiring.flipped(mem.rd_req), wiring.flipped(mem.rd_resp)
         with m.If(indexed):
-            wiring.connect(m, mover.mem.rd_req, wiring.flipped(mem.rd_req))
-            m.d.comb += [mover.mem.rd_resp.payload.eq(mem.rd_resp.payload),
-                         mover.mem.rd_resp.valid.eq(mem.rd_resp.valid),
-                         mem.rd_resp.ready.eq(mover.mem.rd_resp.ready)]
+            wiring.connect(m, mover.mem.rd_req, rd_req)
+            m.d.comb += [mover.mem.rd_resp.payload.eq(rd_resp.payload),
+                         mover.mem.rd_resp.valid.eq(rd_resp.valid),
+                         rd_resp.ready.eq(mover.mem.rd_resp.ready)]
         with m.Elif(gather):
-            m.d.comb += [mem.rd_req.payload.eq(gatherer.rd_req.payload),
-                         mem.rd_req.valid.eq(gatherer.rd_req.valid),
-                         gatherer.rd_req.ready.eq(mem.rd_req.ready),
-                         gatherer.rd_resp.payload.eq(mem.rd_resp.payload),
-                         gatherer.rd_resp.valid.eq(mem.rd_resp.valid),
-                         mem.rd_resp.ready.eq(gatherer.rd_resp.ready),
+            m.d.comb += [rd_req.payload.eq(gatherer.rd_req.payload),
+                         rd_req.valid.eq(gatherer.rd_req.valid),
+                         gatherer.rd_req.ready.eq(rd_req.ready),
+                         gatherer.rd_resp.payload.eq(rd_resp.payload),
+                         gatherer.rd_resp.valid.eq(rd_resp.valid),
+                         rd_resp.ready.eq(gatherer.rd_resp.ready),
                          writer.i.payload.eq(gatherer.o.payload),
                          writer.i.valid.eq(gatherer.o.valid),
                          gatherer.o.ready.eq(writer.i.ready)]
-        with m.Elif(row | ext):
-            m.d.comb += [mem.rd_req.payload.eq(reader.rd_req.payload),
-                         mem.rd_req.valid.eq(reader.rd_req.valid),
-                         reader.rd_req.ready.eq(mem.rd_req.ready),
-                         reader.rd_resp.payload.eq(mem.rd_resp.payload),
-                         reader.rd_resp.valid.eq(mem.rd_resp.valid),
-                         mem.rd_resp.ready.eq(reader.rd_resp.ready),
+        with m.Elif(op["row"] | ext):
+            m.d.comb += [rd_req.payload.eq(reader.rd_req.payload),
+                         rd_req.valid.eq(reader.rd_req.valid),
+                         reader.rd_req.ready.eq(rd_req.ready),
+                         reader.rd_resp.payload.eq(rd_resp.payload),
+                         reader.rd_resp.valid.eq(rd_resp.valid),
+                         rd_resp.ready.eq(reader.rd_resp.ready),
                          writer.i.payload.eq(Mux(ext, ext_io.o.payload, rows.o.payload)),
                          writer.i.valid.eq(Mux(ext, ext_io.o.valid, rows.o.valid)),
                          rows.o.ready.eq(writer.i.ready & ~ext),
                          ext_io.o.ready.eq(writer.i.ready & ext)]
         with m.Else():
-            m.d.comb += [mem.rd_req.payload.eq(reader.rd_req.payload),
-                         mem.rd_req.valid.eq(reader.rd_req.valid),
-                         reader.rd_req.ready.eq(mem.rd_req.ready),
-                         reader.rd_resp.payload.eq(mem.rd_resp.payload),
-                         reader.rd_resp.valid.eq(mem.rd_resp.valid),
-                         mem.rd_resp.ready.eq(reader.rd_resp.ready),
-                         writer.i.payload.eq(engine.o.payload),
-                         writer.i.valid.eq(engine.o.valid),
-                         engine.o.ready.eq(writer.i.ready)]
+            m.d.comb += [rd_req.payload.eq(reader.rd_req.payload),
+                         rd_req.valid.eq(reader.rd_req.valid),
+                         reader.rd_req.ready.eq(rd_req.ready),
+                         reader.rd_resp.payload.eq(rd_resp.payload),
+                         reader.rd_resp.valid.eq(rd_resp.valid),
+                         rd_resp.ready.eq(reader.rd_resp.ready),
+                         writer.i.payload.eq(s.engine.o.payload),
+                         writer.i.valid.eq(s.engine.o.valid),
+                         s.engine.o.ready.eq(writer.i.ready)]
 
+    def _sequence(self, m, s):
+        """A command's run: ``finish`` once everything is written and nothing is in
+        flight, or the first unit's error, the abort, and ``fail`` once all are idle."""
+        reader, gatherer, writer, scatterer, mover = (
+            s.reader, s.gatherer, s.writer, s.scatterer, s.mover)
+        abort = s.abort
         error = Signal(ErrorEvent())
         idle = reader.idle & gatherer.idle & writer.idle & scatterer.idle & mover.idle
         units = (reader, gatherer, writer, scatterer, mover)
@@ -404,7 +455,7 @@ class VectorCore(wiring.Component):
             m.d.sync += abort.eq(0)
         with m.FSM():
             with m.State("IDLE"):
-                with m.If(go):
+                with m.If(s.go):
                     m.next = "RUN"
             with m.State("RUN"):
                 for unit in units:
@@ -412,8 +463,8 @@ class VectorCore(wiring.Component):
                         m.d.sync += [error.eq(unit.error), abort.eq(1)]
                         m.next = "ABORT"
                 with m.If(~Cat(*(unit.error.valid for unit in units)).any()
-                          & writer.done & (scatterer.done | ~scatter) & rows.done
-                          & (mover.done | ~indexed) & idle):
+                          & writer.done & (scatterer.done | ~s.op["scatter"]) & s.rows.done
+                          & (mover.done | ~s.op["indexed"]) & idle):
                     m.d.comb += self.finish.eq(1)
                     m.next = "IDLE"
             with m.State("ABORT"):
@@ -423,4 +474,3 @@ class VectorCore(wiring.Component):
                 m.d.comb += [self.fail.eq(1), self.fail_code.eq(error.code),
                              self.fail_addr.eq(error.addr)]
                 m.next = "IDLE"
-        return m

@@ -38,6 +38,7 @@ unit, each a pipeline whose depth the step waits out.
 """
 
 import operator
+from types import SimpleNamespace
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import data, stream, wiring
@@ -188,6 +189,13 @@ class RowUnit(wiring.Component):
     per-lane lists) are built that wide too and take each word in as many cycles.
     Narrowed, the RoPE lanes, the sum's squares and the scalar steps' units also form
     their small partial products in logic (``lut_products``, for a small FPGA).
+
+    ``elaborate`` builds the unit in phases, a method each, in this order (their
+    statements' order is the priority of their assignments): decode, the pass plan, the
+    element feed, the results' packing, the reductions' input, the max tree, the exact
+    sum, the top-k lists, the scalar units, the pass control (an FSM whose states are
+    built by ``_run_state``, ``_scalar_steps`` and ``_topk_states``). The signals the
+    phases share are the attributes of one namespace, each named as its signal.
     """
 
     def __init__(self, data_width, fn_lanes=None):
@@ -262,63 +270,89 @@ class RowUnit(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        width = self.data_width
-        lanes = width // 16
-        bb = width // 8
-        op = self.op
-        code = decode(m, op, {
+        r = SimpleNamespace()           # what the phases below share, named as in each
+        self._decode(m, r)
+        self._pass_plan(m, r)
+        self._element_feed(m, r)
+        self._pack_results(m, r)
+        self._reduction_input(m, r)
+        self._max_tree(m, r)
+        self._exact_sum(m, r)
+        self._topk_lists(m, r)
+        self._scalar_units(m, r)
+        self._pass_control(m, r)
+        with m.If(~r.has_second):
+            m.d.comb += self.done.eq(1)
+        return m
+
+    def _decode(self, m, r):
+        """The command's flags (``r.softmax`` ... ``r.has_second``)."""
+        code = decode(m, self.op, {
             "softmax": VaOpcode.SOFTMAX, "rmsnorm": VaOpcode.RMSNORM,
             "quantize": VaOpcode.QUANTIZE, "dequantize": VaOpcode.DEQUANTIZE,
             "dq_mem": VaOpcode.DEQUANTIZE_MEM, "max": VaOpcode.MAX, "rope": VaOpcode.ROPE,
             "topk_wide": VaOpcode.TOPK_WIDE,
             "topk": (VaOpcode.TOPK, VaOpcode.MAX, VaOpcode.TOPK_WIDE),
             "cvt_f32": VaOpcode.CVT_F32}, "op")
-        softmax, rmsnorm = code["softmax"], code["rmsnorm"]
-        quantize, dequantize = code["quantize"], code["dequantize"]
+        r.softmax, r.rmsnorm = code["softmax"], code["rmsnorm"]
+        r.quantize, r.dequantize = code["quantize"], code["dequantize"]
         # DEQUANTIZE_MEM is DEQUANTIZE by f32_mul(the binary32 at SRC2 (y), SCALAR)
-        dq_mem = code["dq_mem"]
+        r.dq_mem = code["dq_mem"]
         scale_in = Signal()                      # DEQUANTIZE_MEM: the scale word is taken
         scale_ready = Signal()                   # DEQUANTIZE_MEM: c holds the scale product
+        r.scale_in, r.scale_ready = scale_in, scale_ready
         # MAX is TOPK's first value (golden.va.max_bf16), without the indices
-        is_max, rope = code["max"], code["rope"]
-        topk_wide = code["topk_wide"]
-        topk = code["topk"]
-        split = rope & self.split
-        cvt_f32 = code["cvt_f32"]
-        packed = quantize | dequantize | dq_mem | cvt_f32  # half a word of results a word
-        writes_dst2 = quantize | (topk & ~is_max)
-        has_second = writes_dst2 | split         # done only at the end of the FSM
+        r.is_max, r.rope = code["max"], code["rope"]
+        r.topk_wide = code["topk_wide"]
+        r.topk = code["topk"]
+        r.split = r.rope & self.split
+        r.cvt_f32 = code["cvt_f32"]
+        # half a word of results a word
+        r.packed = r.quantize | r.dequantize | r.dq_mem | r.cvt_f32
+        r.writes_dst2 = r.quantize | (r.topk & ~r.is_max)
+        r.has_second = r.writes_dst2 | r.split   # done only at the end of the FSM
 
+    def _pass_plan(self, m, r):
+        """Words a pass reads (``r.total``), the passes, what each does, the pass's
+        counters."""
+        bb = self.data_width // 8
+        softmax, rmsnorm, quantize, split = r.softmax, r.rmsnorm, r.quantize, r.split
         n = self.n
         src_bytes = Signal(range(4 * MAX_LENGTH + 1))
-        m.d.comb += src_bytes.eq(Mux(dequantize | dq_mem | cvt_f32, n << 2,
+        m.d.comb += src_bytes.eq(Mux(r.dequantize | r.dq_mem | r.cvt_f32, n << 2,
                                      Mux(split, n, n << 1)))
         total = Signal(range(4 * MAX_LENGTH // bb + 2))
         m.d.comb += total.eq((src_bytes + bb - 1) >> exact_log2(bb))
 
         pass_ = Signal(range(3))
-        last_pass = Mux(softmax | rmsnorm, 2, Mux(quantize | split, 1, 0))
-        reduce_pass = ((softmax | quantize) & (pass_ == 0)) | (rmsnorm & (pass_ < 2)) | topk
-        sum_x = rmsnorm & (pass_ == 1)           # the sum of squares, from x
-        sum_e = softmax & (pass_ == 1)           # the sum of exp(x - m), from the pipeline
-        emit = ~reduce_pass & ((pass_ == last_pass) | rope)
+        r.last_pass = Mux(softmax | rmsnorm, 2, Mux(quantize | split, 1, 0))
+        r.reduce_pass = (((softmax | quantize) & (pass_ == 0)) | (rmsnorm & (pass_ < 2))
+                         | r.topk)
+        r.sum_x = rmsnorm & (pass_ == 1)         # the sum of squares, from x
+        r.sum_e = softmax & (pass_ == 1)         # the sum of exp(x - m), from the pipeline
+        r.emit = ~r.reduce_pass & ((pass_ == r.last_pass) | r.rope)
         m.d.comb += self.use_y.eq(rmsnorm & (pass_ == 2))
 
         running = Signal(init=1)                 # a pass is taking words
         taken = Signal.like(total)               # input words of this pass
         results = Signal.like(total)             # pipeline outputs of this pass
         hold = Signal()                          # reductions: the word has pieces left
+        r.total, r.pass_, r.running, r.taken, r.results, r.hold = (
+            total, pass_, running, taken, results, hold)
 
-        # --- The element pipeline. ------------------------------------------------------
+    def _element_feed(self, m, r):
+        """x (and gamma) into the element pipeline, x / cos / sin into the RoPE lanes."""
+        rope, split, running, taken, total = r.rope, r.split, r.running, r.taken, r.total
         upper = Signal()                         # RoPE adjacent: which half of the cos/sin word
-        pipe, pipe_i, pipe_o, rl, rl_i, rl_o = self._units(m, packed, split, upper)
+        pipe, pipe_i, pipe_o, rl, rl_i, rl_o = self._units(m, r.packed, split, upper)
         c = Signal(32)                           # the pipeline's constant
-        with m.If(dq_mem):
+        with m.If(r.dq_mem):
             m.d.comb += pipe.op.eq(VaOpcode.DEQUANTIZE)
         with m.Else():
-            m.d.comb += pipe.op.eq(op)
-        m.d.comb += pipe.c.eq(Mux(dequantize, self.scalar, c))
-        feed = running & ~reduce_pass & ~rope & (taken != total) & (scale_ready | ~dq_mem)
+            m.d.comb += pipe.op.eq(self.op)
+        m.d.comb += pipe.c.eq(Mux(r.dequantize, self.scalar, c))
+        feed = (running & ~r.reduce_pass & ~rope & (taken != total)
+                & (r.scale_ready | ~r.dq_mem))
         need_y = self.use_y
         m.d.comb += [pipe_i.payload.x.eq(self.x.payload), pipe_i.payload.g.eq(self.y.payload),
                      pipe_i.valid.eq(feed & self.x.valid & (self.y.valid | ~need_y))]
@@ -330,7 +364,7 @@ class RowUnit(wiring.Component):
         # RoPE: x (adjacent), or x[:n/2] and x[n/2:] (split-half), with cos (y), sin (z).
         last_word = taken == total - 1
         all_valid = self.x.valid & self.y.valid & self.z.valid & (self.w.valid | ~split)
-        m.d.comb += [rl.split.eq(split), rl.second.eq(pass_ == 1),
+        m.d.comb += [rl.split.eq(split), rl.second.eq(r.pass_ == 1),
                      rl_i.payload.a.eq(self.x.payload), rl_i.payload.b.eq(self.w.payload),
                      rl_i.payload.c.eq(self.y.payload), rl_i.payload.s.eq(self.z.payload),
                      rl_i.valid.eq(running & rope & (taken != total) & all_valid)]
@@ -343,17 +377,23 @@ class RowUnit(wiring.Component):
             m.d.sync += upper.eq(~upper)
         rope_out = rl_o.valid & rl_o.ready
         with m.If(pipe_out | rope_out):
-            m.d.sync += results.eq(results + 1)
+            m.d.sync += r.results.eq(r.results + 1)
+        r.upper, r.pipe, r.pipe_o, r.rl_o, r.c = upper, pipe, pipe_o, rl_o, c
+        r.feed, r.pipe_out, r.rope_in = feed, pipe_out, rope_in
 
-        # Results: as they are, or two half words packed into one (QUANTIZE, DEQUANTIZE).
+    def _pack_results(self, m, r):
+        """Results to ``o``: as they are, or two half words packed into one (QUANTIZE,
+        DEQUANTIZE)."""
+        width = self.data_width
+        pipe_o, rl_o, pipe_out, packed = r.pipe_o, r.rl_o, r.pipe_out, r.packed
         half = Signal(width // 2)
         have_half = Signal()
-        flush = emit & packed & have_half & (results == total)
-        with m.If(rope):
+        flush = r.emit & packed & have_half & (r.results == r.total)
+        with m.If(r.rope):
             m.d.comb += [self.o.payload.eq(rl_o.payload), self.o.valid.eq(rl_o.valid),
                          rl_o.ready.eq(self.o.ready)]
-        with m.Elif(~emit):                      # SOFTMAX's exp values: to the sum
-            m.d.comb += pipe_o.ready.eq(~hold)
+        with m.Elif(~r.emit):                    # SOFTMAX's exp values: to the sum
+            m.d.comb += pipe_o.ready.eq(~r.hold)
         with m.Elif(~packed):
             m.d.comb += [self.o.payload.eq(pipe_o.payload.word), self.o.valid.eq(pipe_o.valid),
                          pipe_o.ready.eq(self.o.ready)]
@@ -370,26 +410,32 @@ class RowUnit(wiring.Component):
             m.d.comb += pipe_o.ready.eq(1)
             with m.If(pipe_o.valid):
                 m.d.sync += [half.eq(pipe_o.payload.word[:width // 2]), have_half.eq(1)]
+        r.have_half = have_half
 
-        # --- Reductions. ---------------------------------------------------------------
-        # Stage A: the word (from x, or the pipeline's exp values) and its first index.
-        # The reductions take it ``fn_lanes`` elements a cycle: a piece a cycle, the word
-        # held until its last piece (at the bus rate: one piece, a word every cycle).
+    def _reduction_input(self, m, r):
+        """Stage A of the reductions: the word (from x, or the pipeline's exp values) and
+        its first index, then the piece of it this cycle (``r.p_word``, ``r.p_e``,
+        ``r.p_base``). The reductions take it ``fn_lanes`` elements a cycle: a piece a
+        cycle, the word held until its last piece (at the bus rate: one piece, a word
+        every cycle)."""
+        lanes = self.data_width // 16
         fn = self.fn_lanes
         pieces = lanes // fn
+        running, taken, total, hold = r.running, r.taken, r.total, r.hold
+        reduce_pass, sum_e = r.reduce_pass, r.sum_e
         a_valid = Signal()
         take_x = running & reduce_pass & (taken != total) & self.x.valid & ~hold
         with m.If(running & reduce_pass & (taken != total)):
             m.d.comb += self.x.ready.eq(~hold)
-        with m.If(take_x | (feed & self.x.valid & self.x.ready) | rope_in):
+        with m.If(take_x | (r.feed & self.x.valid & self.x.ready) | r.rope_in):
             m.d.sync += taken.eq(taken + 1)
         a_word = Signal(data.ArrayLayout(16, lanes))
         a_e = Signal(data.ArrayLayout(32, lanes))
         a_base = Signal(range(MAX_LENGTH + lanes + 1))
         with m.If(~hold):
-            m.d.sync += a_valid.eq(take_x | (sum_e & pipe_out))
-            m.d.sync += [a_word.eq(self.x.payload), a_e.eq(pipe_o.payload.e),
-                         a_base.eq(Mux(sum_e, results, taken) * lanes)]
+            m.d.sync += a_valid.eq(take_x | (sum_e & r.pipe_out))
+            m.d.sync += [a_word.eq(self.x.payload), a_e.eq(r.pipe_o.payload.e),
+                         a_base.eq(Mux(sum_e, r.results, taken) * lanes)]
         p_word = Signal(data.ArrayLayout(16, fn))  # the piece: its elements, first index
         p_e = Signal(data.ArrayLayout(32, fn))
         p_base = Signal.like(a_base)
@@ -403,17 +449,22 @@ class RowUnit(wiring.Component):
                          p_base.eq(a_base + piece * fn)]
             with m.If(a_valid):
                 m.d.sync += piece.eq(Mux(hold, piece + 1, 0))
+        r.a_valid, r.p_word, r.p_e, r.p_base = a_valid, p_word, p_e, p_base
 
-        # Maximum (SOFTMAX: by value; RMSNORM: exponent field; QUANTIZE: |x|).
+    def _max_tree(self, m, r):
+        """The maximum (SOFTMAX: by value; RMSNORM: exponent field; QUANTIZE: |x|) in
+        ``r.best``, and every lane's candidate (``r.cands``, TOPK's too)."""
+        softmax, rmsnorm, topk = r.softmax, r.rmsnorm, r.topk
+        a_valid, p_word, p_base, pass_ = r.a_valid, r.p_word, r.p_base, r.pass_
+        n = self.n
         best = Signal(Entry(), init={"key": -2})
         poison = Signal()                        # SOFTMAX: a NaN; RMSNORM: inf or NaN
-        emax = best.key[:8]
         cands = []
         poisoned = []
         # TOPK_WIDE after its first pass: only the entries after the last pick
         thr = Signal(Entry())
         have_thr = Signal()
-        for lane in range(fn):
+        for lane in range(self.fn_lanes):
             x = p_word[lane]
             inside = a_valid & (p_base + lane < n)
             key = Signal(range(-2, 0x10000), name=f"key{lane}")
@@ -433,23 +484,28 @@ class RowUnit(wiring.Component):
             m.d.comb += [cand.key.eq(key), cand.value.eq(x), cand.index.eq(p_base + lane)]
             cands.append(cand)
             poisoned.append(inside & (exp_field == 0xFF) & (rmsnorm | (x[:7] != 0)))
-        step = Const(1)
 
         def pick(a, b):
             return Mux(_better(b, a), b, a)
 
-        winner, levels = _tree(m, cands, pick, step, "max")
+        winner, levels = _tree(m, cands, pick, Const(1), "max")
         tree_valid = Signal(levels)
         m.d.sync += tree_valid.eq(Cat(a_valid & (pass_ == 0) & ~topk, tree_valid[:-1]))
         with m.If(tree_valid[-1] & _better(winner, best)):
             m.d.sync += best.eq(winner)
         with m.If(a_valid & (pass_ == 0) & Cat(*poisoned).any()):
             m.d.sync += poison.eq(1)
+        r.best, r.emax, r.poison, r.cands, r.thr, r.have_thr, r.tree_valid = (
+            best, best.key[:8], poison, cands, thr, have_thr, tree_valid)
 
-        # Exact fixed-point sums (SOFTMAX: exp values; RMSNORM: squares scaled by Emax).
+    def _exact_sum(self, m, r):
+        """Exact fixed-point sums (SOFTMAX: exp values; RMSNORM: squares scaled by Emax)
+        in ``r.total_sum``."""
+        fn = self.fn_lanes
+        p_word, p_e, p_base, emax = r.p_word, r.p_e, r.p_base, r.emax
         terms = []
         for lane in range(fn):
-            inside = p_base + lane < n
+            inside = p_base + lane < self.n
             x, e = p_word[lane], p_e[lane]
             big_m = Cat(x[:7], 1)
             sq = Signal(16, name=f"sq{lane}")
@@ -465,23 +521,27 @@ class RowUnit(wiring.Component):
                                          Mux(left < -24, 0, mant >> (-left)[:5])))
             term = Signal(SUM_FRAC + 1, name=f"term{lane}")
             with m.If(inside):
-                m.d.sync += term.eq(Mux(softmax, from_e, square))
+                m.d.sync += term.eq(Mux(r.softmax, from_e, square))
             with m.Else():
                 m.d.sync += term.eq(0)
             terms.append(term)
         sum_valid0 = Signal()
-        m.d.sync += sum_valid0.eq(a_valid & (sum_x | sum_e))
+        m.d.sync += sum_valid0.eq(r.a_valid & (r.sum_x | r.sum_e))
         wide = [Signal(SUM_BITS, name=f"wterm{i}") for i in range(fn)]
         for w, t in zip(wide, terms, strict=True):
             m.d.comb += w.eq(t)
-        partial, sum_levels = _tree(m, wide, lambda a, b: (a + b)[:SUM_BITS], step, "sum")
+        partial, sum_levels = _tree(m, wide, lambda a, b: (a + b)[:SUM_BITS], Const(1), "sum")
         sum_valid = Signal(sum_levels)
         m.d.sync += sum_valid.eq(Cat(sum_valid0, sum_valid[:-1]))
         total_sum = Signal(SUM_BITS)
         with m.If(sum_valid[-1]):
             m.d.sync += total_sum.eq(total_sum + partial)
+        r.sum_valid0, r.sum_valid, r.total_sum = sum_valid0, sum_valid, total_sum
 
-        # Top-k: per lane the best MAX_K of its elements, best first.
+    def _topk_lists(self, m, r):
+        """Top-k: per lane the best MAX_K of its elements, best first; while
+        ``r.merging``, the lanes' lists (``r.chain``) shift one by one into ``r.final``."""
+        fn = self.fn_lanes
         lists = [[Signal(Entry(), name=f"top{lane}_{i}", init={"key": -2})
                   for i in range(MAX_K)] for lane in range(fn)]
         final = [Signal(Entry(), name=f"final{i}", init={"key": -2}) for i in range(MAX_K)]
@@ -497,8 +557,8 @@ class RowUnit(wiring.Component):
 
         merging = Signal()
         for lane in range(fn):
-            updated = insert(lists[lane], cands[lane], f"ins{lane}")
-            with m.If(topk & a_valid & ~merging):
+            updated = insert(lists[lane], r.cands[lane], f"ins{lane}")
+            with m.If(r.topk & r.a_valid & ~merging):
                 m.d.sync += [e.eq(u) for e, u in zip(lists[lane], updated, strict=True)]
         chain = [e for lst in lists for e in lst]
         merged = insert(final, chain[0], "merge")
@@ -506,8 +566,13 @@ class RowUnit(wiring.Component):
             m.d.sync += [e.eq(u) for e, u in zip(final, merged, strict=True)]
             m.d.sync += [chain[i].eq(chain[i + 1]) for i in range(len(chain) - 1)]
             m.d.sync += chain[-1].key.eq(-2)
+        r.final, r.merging, r.chain = final, merging, chain
 
-        # --- Scalar steps between passes, one shared unit each. -------------------------
+    def _scalar_units(self, m, r):
+        """The scalar steps' shared units (normaliser, reciprocal, multiplier, adder,
+        rsqrt) on ``r.t1`` / ``r.t2``, ``r.ready(*units)``, and DEQUANTIZE_MEM's scale
+        product into the pipeline's constant before its first word."""
+        lut = self.lut_products
         t1 = Signal(32)
         t2 = Signal(32)
         nt_value = Signal(SUM_BITS)
@@ -515,17 +580,18 @@ class RowUnit(wiring.Component):
         # Each unit is a pipeline; a step waits out the deepest unit it reads (its inputs
         # hold still meanwhile).
         units = {}
-        st = Stages(m, "nt", lut_products=self.lut_products)
+        st = Stages(m, "nt", lut_products=lut)
         units["nt"] = (normalize_trunc(m, nt_value, SUM_BITS, nt_scale, 0, "nt", st), st)
-        st = Stages(m, "rc", lut_products=self.lut_products)
+        st = Stages(m, "rc", lut_products=lut)
         units["rc"] = (recip_f32(m, t1, "rc", st), st)
-        st = Stages(m, "smul", lut_products=self.lut_products)
-        units["mul"] = (f32_mul(m, t1, Mux(quantize, Const(RECIP_127, 32), t2), "smul", st), st)
-        st = Stages(m, "sadd", lut_products=self.lut_products)
+        st = Stages(m, "smul", lut_products=lut)
+        units["mul"] = (f32_mul(m, t1, Mux(r.quantize, Const(RECIP_127, 32), t2), "smul", st),
+                        st)
+        st = Stages(m, "sadd", lut_products=lut)
         units["add"] = (f32_add_staged(m, t1, self.scalar, "sadd", st), st)
-        st = Stages(m, "rs", lut_products=self.lut_products)
+        st = Stages(m, "rs", lut_products=lut)
         units["rs"] = (rsqrt_f32(m, t1, "rs", st), st)
-        nt, rc, mul, add, rs = (units[k][0] for k in ("nt", "rc", "mul", "add", "rs"))
+        r.nt, r.rc, r.mul, r.add, r.rs = (units[k][0] for k in ("nt", "rc", "mul", "add", "rs"))
         step_count = Signal(range(max(st.depth for _, st in units.values()) + 1))
 
         def ready(*names):
@@ -534,90 +600,33 @@ class RowUnit(wiring.Component):
             done = step_count == depth
             m.d.sync += step_count.eq(Mux(done, 0, step_count + 1))
             return done
-        spoiled = poison | (softmax & (best.value[7:15] == 0xFF))   # the row is all NaN
+        # the row is all NaN
+        r.spoiled = r.poison | (r.softmax & (r.best.value[7:15] == 0xFF))
         # DEQUANTIZE_MEM: t1 = the binary32 at SRC2 (the first word of y), t2 = SCALAR;
         # c = their product before the first word of x enters the pipeline
+        dq_mem, scale_in, scale_ready = r.dq_mem, r.scale_in, r.scale_ready
         with m.If(dq_mem & ~scale_in):
             m.d.comb += self.y.ready.eq(1)
             with m.If(self.y.valid):
                 m.d.sync += [t1.eq(self.y.payload[:32]), t2.eq(self.scalar), scale_in.eq(1)]
         with m.If(dq_mem & scale_in & ~scale_ready):
             with m.If(ready("mul")):
-                m.d.sync += [c.eq(mul), scale_ready.eq(1)]
-        m.d.comb += pipe.m.eq(best.value)
+                m.d.sync += [r.c.eq(r.mul), scale_ready.eq(1)]
+        m.d.comb += r.pipe.m.eq(r.best.value)
+        r.t1, r.t2, r.nt_value, r.nt_scale, r.ready = t1, t2, nt_value, nt_scale, ready
 
-        # --- Pass control. ------------------------------------------------------------
+    def _pass_control(self, m, r):
+        """The passes' FSM: a pass, the scalar steps after it, the next pass (``again``),
+        TOPK's merge and results, the second result (``second``), ``done``."""
         busy = Signal()
-        m.d.comb += busy.eq(a_valid | tree_valid.any() | sum_valid0 | sum_valid.any())
-        out_words = Signal(range(8))
-        merged_count = Signal(range(len(chain)))
-        words_of = (lambda bits: max(1, bits // width))
-        pass_end = (running & (taken == total) & ~busy
-                    & (reduce_pass | ((results == total) & ~have_half)))
+        m.d.comb += busy.eq(r.a_valid | r.tree_valid.any() | r.sum_valid0 | r.sum_valid.any())
+        r.out_words = Signal(range(8))
+        r.merged_count = Signal(range(len(r.chain)))
+        r.pass_end = (r.running & (r.taken == r.total) & ~busy
+                      & (r.reduce_pass | ((r.results == r.total) & ~r.have_half)))
         with m.FSM():
-            with m.State("RUN"):
-                with m.If(pass_end):
-                    m.d.sync += running.eq(0)
-                    with m.If(topk):
-                        m.d.sync += merging.eq(1)
-                        m.next = "MERGE"
-                    with m.Elif(pass_ != last_pass):
-                        with m.If(rope):
-                            m.next = "ROPE_WRITER"
-                        with m.Elif(sum_e):
-                            m.next = "SOFTMAX_SUM"
-                        with m.Elif(sum_x):
-                            m.next = "RMS_N"
-                        with m.Elif(quantize):
-                            m.d.sync += t1.eq(Mux(best.key == 0, 0, Cat(Const(0, 16),
-                                                                         best.value[:15])))
-                            m.next = "QUANT_SCALE"
-                        with m.Else():
-                            m.next = "NEXT"
-                    with m.Elif(writes_dst2):
-                        m.next = "WAIT_WRITER"
-                    with m.Else():
-                        m.next = "DONE"
-            with m.State("SOFTMAX_SUM"):
-                m.d.comb += [nt_value.eq(total_sum), nt_scale.eq(-SUM_FRAC)]
-                with m.If(ready("nt")):
-                    m.d.sync += t1.eq(nt)
-                    m.next = "SOFTMAX_RECIP"
-            with m.State("SOFTMAX_RECIP"):
-                with m.If(ready("rc")):
-                    m.d.sync += c.eq(Mux(spoiled, F32_CANONICAL_NAN, rc))
-                    m.next = "NEXT"
-            with m.State("RMS_N"):
-                m.d.comb += [nt_value.eq(n), nt_scale.eq(0)]
-                with m.If(ready("nt")):
-                    m.d.sync += t1.eq(nt)
-                    m.next = "RMS_SUM"
-            with m.State("RMS_SUM"):
-                m.d.comb += [nt_value.eq(total_sum),
-                             nt_scale.eq(2 * (emax - 126) - SUM_FRAC)]
-                with m.If(ready("nt", "rc")):
-                    m.d.sync += [t2.eq(rc), t1.eq(nt)]
-                    m.next = "RMS_MEAN"
-            with m.State("RMS_MEAN"):
-                with m.If(ready("mul")):
-                    m.d.sync += t1.eq(mul)
-                    m.next = "RMS_EPS"
-            with m.State("RMS_EPS"):
-                with m.If(ready("add")):
-                    m.d.sync += t1.eq(add)
-                    m.next = "RMS_RSQRT"
-            with m.State("RMS_RSQRT"):
-                with m.If(ready("rs")):
-                    m.d.sync += c.eq(Mux(spoiled, F32_CANONICAL_NAN, rs))
-                    m.next = "NEXT"
-            with m.State("QUANT_SCALE"):
-                with m.If(ready("mul")):
-                    m.d.sync += t1.eq(mul)
-                    m.next = "QUANT_RECIP"
-            with m.State("QUANT_RECIP"):
-                with m.If(ready("rc")):
-                    m.d.sync += c.eq(rc)
-                    m.next = "NEXT"
+            self._run_state(m, r)
+            self._scalar_steps(m, r)
             with m.State("ROPE_WRITER"):           # the second halves go to DST + n
                 with m.If(self.writer_done):
                     m.next = "ROPE_RESTART"
@@ -625,64 +634,145 @@ class RowUnit(wiring.Component):
                 m.d.comb += self.second.eq(1)
                 m.next = "NEXT"
             with m.State("NEXT"):
-                m.d.sync += [pass_.eq(pass_ + 1), taken.eq(0), results.eq(0), upper.eq(0)]
+                m.d.sync += [r.pass_.eq(r.pass_ + 1), r.taken.eq(0), r.results.eq(0),
+                             r.upper.eq(0)]
                 m.next = "AGAIN"
             with m.State("AGAIN"):
                 m.d.comb += self.again.eq(1)
-                m.d.sync += running.eq(1)
+                m.d.sync += r.running.eq(1)
                 m.next = "RUN"
-            with m.State("MERGE"):
-                m.d.sync += merged_count.eq(merged_count + 1)
-                with m.If(merged_count == len(chain) - 1):   # every candidate is in
-                    m.d.sync += merging.eq(0)
-                    with m.If(topk_wide & (self.chunk != 0)):
-                        m.next = "WAIT_VALUES"
-                    with m.Else():
-                        m.next = "VALUES"
-            with m.State("WAIT_VALUES"):           # TOPK_WIDE: the last indices written
-                with m.If(self.writer_done):
-                    m.next = "RESTART_VALUES"
-            with m.State("RESTART_VALUES"):        # the writer at DST + 16·chunk
-                m.d.comb += self.second.eq(1)
-                m.next = "VALUES"
-            with m.State("VALUES"):
-                values = Cat(*(e.value for e in final))
-                m.d.comb += [self.o.valid.eq(1),
-                             self.o.payload.eq((values >> (out_words * width))[:width])]
-                with m.If(self.o.ready):
-                    m.d.sync += out_words.eq(out_words + 1)
-                    with m.If(out_words == words_of(16 * MAX_K) - 1):
-                        m.d.sync += out_words.eq(0)
-                        with m.If(is_max):
-                            m.next = "DONE"
-                        with m.Else():
-                            m.next = "WAIT_WRITER"
-            with m.State("WAIT_WRITER"):
-                with m.If(self.writer_done):
-                    m.next = "RESTART_WRITER"
-            with m.State("RESTART_WRITER"):
-                m.d.comb += [self.second.eq(1), self.indices.eq(1)]
-                m.next = "SECOND"
-            with m.State("SECOND"):
-                indices = Cat(*(Cat(e.index, Const(0, 32 - len(e.index))) for e in final))
-                m.d.comb += [self.o.valid.eq(1),
-                             self.o.payload.eq(Mux(quantize, t1,
-                                                   (indices >> (out_words * width))[:width]))]
-                with m.If(self.o.ready):
-                    m.d.sync += out_words.eq(out_words + 1)
-                    with m.If(quantize | (out_words == words_of(32 * MAX_K) - 1)):
-                        m.d.sync += out_words.eq(0)
-                        with m.If(topk_wide & (self.chunk != (self.k - 1) >> 3)):
-                            m.next = "NEXT_CHUNK"
-                        with m.Else():
-                            m.next = "DONE"
-            with m.State("NEXT_CHUNK"):            # TOPK_WIDE: the next 8, after the last pick
-                m.d.sync += [self.chunk.eq(self.chunk + 1), taken.eq(0), results.eq(0),
-                             thr.eq(final[-1]), have_thr.eq(1)]
-                m.d.sync += [e.key.eq(-2) for e in final]
-                m.next = "AGAIN"
+            self._topk_states(m, r)
             with m.State("DONE"):
                 m.d.comb += self.done.eq(1)
-        with m.If(~has_second):
-            m.d.comb += self.done.eq(1)
-        return m
+
+    def _run_state(self, m, r):
+        """RUN: a pass; at its end, where the command goes next."""
+        with m.State("RUN"):
+            with m.If(r.pass_end):
+                m.d.sync += r.running.eq(0)
+                with m.If(r.topk):
+                    m.d.sync += r.merging.eq(1)
+                    m.next = "MERGE"
+                with m.Elif(r.pass_ != r.last_pass):
+                    with m.If(r.rope):
+                        m.next = "ROPE_WRITER"
+                    with m.Elif(r.sum_e):
+                        m.next = "SOFTMAX_SUM"
+                    with m.Elif(r.sum_x):
+                        m.next = "RMS_N"
+                    with m.Elif(r.quantize):
+                        best = r.best
+                        m.d.sync += r.t1.eq(Mux(best.key == 0, 0, Cat(Const(0, 16),
+                                                                      best.value[:15])))
+                        m.next = "QUANT_SCALE"
+                    with m.Else():
+                        m.next = "NEXT"
+                with m.Elif(r.writes_dst2):
+                    m.next = "WAIT_WRITER"
+                with m.Else():
+                    m.next = "DONE"
+
+    def _scalar_steps(self, m, r):
+        """The scalar steps between passes: SOFTMAX's reciprocal of the sum, RMSNORM's
+        rsqrt(sum/n + eps), QUANTIZE's scale and its reciprocal, into ``c``."""
+        t1, t2, c, ready, spoiled = r.t1, r.t2, r.c, r.ready, r.spoiled
+        with m.State("SOFTMAX_SUM"):
+            m.d.comb += [r.nt_value.eq(r.total_sum), r.nt_scale.eq(-SUM_FRAC)]
+            with m.If(ready("nt")):
+                m.d.sync += t1.eq(r.nt)
+                m.next = "SOFTMAX_RECIP"
+        with m.State("SOFTMAX_RECIP"):
+            with m.If(ready("rc")):
+                m.d.sync += c.eq(Mux(spoiled, F32_CANONICAL_NAN, r.rc))
+                m.next = "NEXT"
+        with m.State("RMS_N"):
+            m.d.comb += [r.nt_value.eq(self.n), r.nt_scale.eq(0)]
+            with m.If(ready("nt")):
+                m.d.sync += t1.eq(r.nt)
+                m.next = "RMS_SUM"
+        with m.State("RMS_SUM"):
+            m.d.comb += [r.nt_value.eq(r.total_sum),
+                         r.nt_scale.eq(2 * (r.emax - 126) - SUM_FRAC)]
+            with m.If(ready("nt", "rc")):
+                m.d.sync += [t2.eq(r.rc), t1.eq(r.nt)]
+                m.next = "RMS_MEAN"
+        with m.State("RMS_MEAN"):
+            with m.If(ready("mul")):
+                m.d.sync += t1.eq(r.mul)
+                m.next = "RMS_EPS"
+        with m.State("RMS_EPS"):
+            with m.If(ready("add")):
+                m.d.sync += t1.eq(r.add)
+                m.next = "RMS_RSQRT"
+        with m.State("RMS_RSQRT"):
+            with m.If(ready("rs")):
+                m.d.sync += c.eq(Mux(spoiled, F32_CANONICAL_NAN, r.rs))
+                m.next = "NEXT"
+        with m.State("QUANT_SCALE"):
+            with m.If(ready("mul")):
+                m.d.sync += t1.eq(r.mul)
+                m.next = "QUANT_RECIP"
+        with m.State("QUANT_RECIP"):
+            with m.If(ready("rc")):
+                m.d.sync += c.eq(r.rc)
+                m.next = "NEXT"
+
+    def _topk_states(self, m, r):
+        """TOPK, MAX, TOPK_WIDE after a pass: the merge of the lanes' lists, the values,
+        then the indices at DST2 (TOPK_WIDE: chunk by chunk, a pass each)."""
+        width = self.data_width
+        final, out_words, merged_count = r.final, r.out_words, r.merged_count
+
+        def words_of(bits):
+            return max(1, bits // width)
+
+        with m.State("MERGE"):
+            m.d.sync += merged_count.eq(merged_count + 1)
+            with m.If(merged_count == len(r.chain) - 1):   # every candidate is in
+                m.d.sync += r.merging.eq(0)
+                with m.If(r.topk_wide & (self.chunk != 0)):
+                    m.next = "WAIT_VALUES"
+                with m.Else():
+                    m.next = "VALUES"
+        with m.State("WAIT_VALUES"):               # TOPK_WIDE: the last indices written
+            with m.If(self.writer_done):
+                m.next = "RESTART_VALUES"
+        with m.State("RESTART_VALUES"):            # the writer at DST + 16·chunk
+            m.d.comb += self.second.eq(1)
+            m.next = "VALUES"
+        with m.State("VALUES"):
+            values = Cat(*(e.value for e in final))
+            m.d.comb += [self.o.valid.eq(1),
+                         self.o.payload.eq((values >> (out_words * width))[:width])]
+            with m.If(self.o.ready):
+                m.d.sync += out_words.eq(out_words + 1)
+                with m.If(out_words == words_of(16 * MAX_K) - 1):
+                    m.d.sync += out_words.eq(0)
+                    with m.If(r.is_max):
+                        m.next = "DONE"
+                    with m.Else():
+                        m.next = "WAIT_WRITER"
+        with m.State("WAIT_WRITER"):
+            with m.If(self.writer_done):
+                m.next = "RESTART_WRITER"
+        with m.State("RESTART_WRITER"):
+            m.d.comb += [self.second.eq(1), self.indices.eq(1)]
+            m.next = "SECOND"
+        with m.State("SECOND"):
+            indices = Cat(*(Cat(e.index, Const(0, 32 - len(e.index))) for e in final))
+            m.d.comb += [self.o.valid.eq(1),
+                         self.o.payload.eq(Mux(r.quantize, r.t1,
+                                               (indices >> (out_words * width))[:width]))]
+            with m.If(self.o.ready):
+                m.d.sync += out_words.eq(out_words + 1)
+                with m.If(r.quantize | (out_words == words_of(32 * MAX_K) - 1)):
+                    m.d.sync += out_words.eq(0)
+                    with m.If(r.topk_wide & (self.chunk != (self.k - 1) >> 3)):
+                        m.next = "NEXT_CHUNK"
+                    with m.Else():
+                        m.next = "DONE"
+        with m.State("NEXT_CHUNK"):                # TOPK_WIDE: the next 8, after the last pick
+            m.d.sync += [self.chunk.eq(self.chunk + 1), r.taken.eq(0), r.results.eq(0),
+                         r.thr.eq(final[-1]), r.have_thr.eq(1)]
+            m.d.sync += [e.key.eq(-2) for e in final]
+            m.next = "AGAIN"

@@ -9,6 +9,12 @@ with ``m.Switch`` / ``m.Case`` (:func:`decode`), and shown by name in the waves.
 * :class:`VaOpcode` (8 bits, OPCODE.OP): spec's members and ``NONE = 0``, the register's
   reset value, which is no command (START refuses it with BAD_COMMAND like any value the
   VA does not run). A signal of an Amaranth enum needs a member for its initial value.
+* :class:`MaMode` (2 bits, MODE.MODE): every value is a mode (bit 0 bf16, bit 1 B
+  transposed); the MA decodes it into its two flags with :func:`decode`.
+* :class:`ErrorCode` (8 bits, ERROR.CODE): what the MA's, VA's and MC's START checks
+  refuse with and their units fail with (``NONE`` the reset value). The command status
+  (:class:`hdl.common.command.CommandStatus`) keeps plain 8 bits: it carries any block's
+  code, also a block's own from 16 up (the tile sequencer's), which are no members.
 """
 
 from enum import Enum as PyEnum
@@ -18,7 +24,7 @@ from amaranth.lib import enum
 
 from spec import codes
 
-__all__ = ["VaOpcode", "decode"]
+__all__ = ["ErrorCode", "MaMode", "VaOpcode", "decode"]
 
 
 def _shaped(source, shape, extra=()):
@@ -40,6 +46,8 @@ def _shaped(source, shape, extra=()):
 
 
 VaOpcode = _shaped(codes.VaOpcode, 8, extra=(("NONE", 0),))
+MaMode = _shaped(codes.MaMode, 2)
+ErrorCode = _shaped(codes.ErrorCode, 8)
 
 
 def decode(m, value, groups, name):

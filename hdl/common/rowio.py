@@ -11,9 +11,9 @@ from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
+from hdl.common.codes import ErrorCode
 from hdl.common.memport import BurstLayout, ReadDataLayout, WriteDataLayout, WriteRespLayout
 from hdl.common.tat import TatTableLayout, tat_covers, tat_masks, tat_select
-from spec.codes import ErrorCode
 from spec.memory import PAGE_BYTES
 
 __all__ = ["ADDR_BITS", "MAX_ROW_BYTES", "ErrorReport", "RowBeatLayout", "RowCommandLayout",
@@ -26,7 +26,7 @@ MAX_ROW_BYTES = 512
 class ErrorReport(data.StructLayout):
     """A one-cycle error event: ``valid``, the ERROR code and the logical address."""
     def __init__(self):
-        super().__init__({"valid": 1, "code": 8, "addr": ADDR_BITS})
+        super().__init__({"valid": 1, "code": ErrorCode, "addr": ADDR_BITS})
 
 
 class RowCommandLayout(data.StructLayout):

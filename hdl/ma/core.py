@@ -26,17 +26,17 @@ from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from hdl.common.codes import ErrorCode
 from hdl.common.memport import MemPortSignature
 from hdl.common.rowio import ErrorReport, RowReader, RowWriter
 from hdl.common.tat import TatTableLayout, tat_entry_ok
 from hdl.ma.array import SystolicArray
 from hdl.ma.buffers import OperandBuffers
 from hdl.ma.issue import TileIssuer
-from hdl.ma.layouts import MAX_DIM, MaCommandLayout, RowTag, check_parameters, is_b_t, is_bf16
+from hdl.ma.layouts import MAX_DIM, MaCommandLayout, RowTag, check_parameters, mode_flags
 from hdl.ma.loads import LoadSequencer
 from hdl.ma.results import ResultPath
 from hdl.ma.walk import TatWalk
-from spec.codes import ErrorCode
 
 __all__ = ["MAX_DIM", "MaCommandLayout", "MatrixCore", "check_parameters"]
 
@@ -65,12 +65,12 @@ class MatrixCore(wiring.Component):
         super().__init__({
             "cmd": In(MaCommandLayout()),
             "tat": In(TatTableLayout()),
-            "refuse_code": Out(8),
+            "refuse_code": Out(ErrorCode),
             "refuse_addr": Out(32),
             "launch": In(1),
             "finish": Out(1),
             "fail": Out(1),
-            "fail_code": Out(8),
+            "fail_code": Out(ErrorCode),
             "fail_addr": Out(32),
             "mem": Out(MemPortSignature(data_width)),
         })
@@ -80,8 +80,8 @@ class MatrixCore(wiring.Component):
         # changes a register the cycle after it is performed and START is performed three
         # cycles after the write at the earliest, by when both stages have followed.
         cmd = self.cmd
-        code, addr = Signal(8), Signal(32)
-        bf16 = is_bf16(cmd)
+        code, addr = Signal(ErrorCode), Signal(32)
+        bf16, _ = mode_flags(m, cmd, "start_mode")
         # Every MODE.MODE value is a mode (bit 0 bf16, bit 1 B transposed): only the
         # shape can be out of range.
         bad_shape = Signal()
@@ -118,6 +118,7 @@ class MatrixCore(wiring.Component):
         idle = Signal()
         with m.If(idle):
             m.d.sync += [cmd.eq(self.cmd), tat.eq(self.tat)]
+        bf16, b_t = mode_flags(m, cmd, "mode")
         # Clears every unit (and the array's pipeline) the cycle after launch: the walk,
         # which takes that cycle to set up, uses none of them.
         clear = Signal()
@@ -144,9 +145,9 @@ class MatrixCore(wiring.Component):
         m.d.comb += [
             walk.tat.eq(tat),
             buffers.clear.eq(clear), results.clear.eq(clear), array.clear.eq(clear),
-            buffers.bf16.eq(is_bf16(cmd)), buffers.b_t.eq(is_b_t(cmd)),
+            buffers.bf16.eq(bf16), buffers.b_t.eq(b_t),
             buffers.accumulate.eq(cmd.accumulate),
-            array.bf16.eq(is_bf16(cmd)), array.accumulate.eq(cmd.accumulate),
+            array.bf16.eq(bf16), array.accumulate.eq(cmd.accumulate),
             # operands: reader → buffers → array, as the issuer asks
             buffers.beat.eq(reader.beat),
             buffers.request.eq(issuer.request),

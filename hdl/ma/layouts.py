@@ -4,12 +4,12 @@ from amaranth.hdl import Mux
 from amaranth.lib import data
 from amaranth.utils import exact_log2
 
+from hdl.common.codes import MaMode, decode
 from hdl.common.fp import F32_ADD_STAGES
-from spec.codes import MA_MODE_B_T, MA_MODE_BF16
 
 __all__ = ["MAX_DIM", "INTERLEAVE", "ROW_BYTES", "DEST_A", "DEST_B", "DEST_C", "MaCommandLayout",
            "RowTag", "StepRequestLayout", "check_parameters", "element_shift", "tile_counts",
-           "group_count", "is_bf16", "is_b_t", "b_rows", "clamp"]
+           "group_count", "mode_flags", "b_rows", "clamp"]
 
 MAX_DIM = 128                    # the largest M, K, N
 # Output tiles that go through the array together, their k-steps interleaved: the PE's
@@ -35,7 +35,7 @@ class MaCommandLayout(data.StructLayout):
     """The command registers of the MA, as the core sees them (bytes and elements)."""
     def __init__(self):
         super().__init__({
-            "mode": 2, "accumulate": 1,
+            "mode": MaMode, "accumulate": 1,
             "a_addr": 32, "b_addr": 32, "c_addr": 32,
             "lda": 32, "ldb": 32, "ldc": 32,
             "m": 16, "k": 16, "n": 16,
@@ -56,29 +56,24 @@ class StepRequestLayout(data.StructLayout):
                           "jt": range(MAX_DIM // p + 1), "slot": range(INTERLEAVE), "half": 1})
 
 
-assert (MA_MODE_BF16, MA_MODE_B_T) == (1, 2), "MODE.MODE: bit 0 bf16, bit 1 B transposed"
+def mode_flags(m, cmd, name):
+    """``(bf16, b_t)``, ``cmd.mode`` (a :class:`~hdl.common.codes.MaMode`) decoded by one
+    ``m.Switch`` into Signals ``<name>_bf16`` and ``<name>_b_t``: bf16 operands (binary32
+    C; else int8, int32 C), and B transposed, stored as N rows of K elements (C = A·Bᵀ)."""
+    flags = decode(m, cmd.mode, {"bf16": (MaMode.BF16, MaMode.BF16_BT),
+                                 "b_t": (MaMode.INT8_BT, MaMode.BF16_BT)}, name)
+    return flags["bf16"], flags["b_t"]
 
 
-def is_bf16(cmd):
-    """MODE.MODE bit 0: bf16 operands (binary32 C); clear, int8 (int32 C)."""
-    return cmd.mode[0]
-
-
-def is_b_t(cmd):
-    """MODE.MODE bit 1: B transposed, stored as N rows of K elements (C = A·Bᵀ)."""
-    return cmd.mode[1]
-
-
-def element_shift(cmd):
+def element_shift(bf16):
     """log2 of the A/B element size in bytes: 1 in bf16 mode, 0 in int8 mode."""
-    return Mux(is_bf16(cmd), 1, 0)
+    return Mux(bf16, 1, 0)
 
 
-def b_rows(cmd):
-    """(rows, elements per row) of B as stored: K rows of N, or with B transposed N rows
-    of K."""
-    bt = is_b_t(cmd)
-    return Mux(bt, cmd.n, cmd.k), Mux(bt, cmd.k, cmd.n)
+def b_rows(cmd, b_t):
+    """(rows, elements per row) of B as stored: K rows of N, or with B transposed
+    (``b_t``) N rows of K."""
+    return Mux(b_t, cmd.n, cmd.k), Mux(b_t, cmd.k, cmd.n)
 
 
 def tile_counts(cmd, p):

@@ -20,6 +20,7 @@ from hdl.ma.layouts import (
     b_rows,
     clamp,
     element_shift,
+    mode_flags,
     tile_counts,
 )
 
@@ -52,13 +53,14 @@ class LoadSequencer(wiring.Component):
         m = Module()
         p, log_p, cmd = self.p, exact_log2(self.p), self.cmd
         m_tiles, n_tiles = tile_counts(cmd, p)
-        shift = element_shift(cmd)
+        bf16, b_t = mode_flags(m, cmd, "mode")
+        shift = element_shift(bf16)
         # The command's derived bounds, registered (``cmd`` is steady long before ``run``).
         last_it = Signal(range(MAX_DIM // p + 1))
         last_jt = Signal(range(MAX_DIM // p + 1))
         last_b_row = Signal(range(MAX_DIM))
         b_bytes, a_bytes = Signal(range(ROW_BYTES + 1)), Signal(range(ROW_BYTES + 1))
-        b_count, b_length = b_rows(cmd)
+        b_count, b_length = b_rows(cmd, b_t)
         m.d.sync += [last_it.eq(m_tiles - 1), last_jt.eq(n_tiles - 1),
                      last_b_row.eq(b_count - 1),
                      b_bytes.eq(b_length << shift), a_bytes.eq(cmd.k << shift)]

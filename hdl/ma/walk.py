@@ -4,10 +4,10 @@ from amaranth.hdl import Cat, Const, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from hdl.common.codes import ErrorCode
 from hdl.common.rowio import ADDR_BITS, ErrorReport
 from hdl.common.tat import TatTableLayout, tat_covers, tat_masks
-from hdl.ma.layouts import MAX_DIM, MaCommandLayout, b_rows, element_shift
-from spec.codes import ErrorCode
+from hdl.ma.layouts import MAX_DIM, MaCommandLayout, b_rows, element_shift, mode_flags
 
 __all__ = ["TatWalk"]
 
@@ -36,10 +36,11 @@ class TatWalk(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         cmd = self.cmd
-        shift = element_shift(cmd)
+        bf16, b_t = mode_flags(m, cmd, "mode")
+        shift = element_shift(bf16)
         bases = [cmd.a_addr, cmd.b_addr, cmd.c_addr]
         strides = [cmd.lda, cmd.ldb, cmd.ldc]
-        b_count, b_length = b_rows(cmd)
+        b_count, b_length = b_rows(cmd, b_t)
         rows = [cmd.m, b_count, cmd.m]
         lengths = [cmd.k << shift, b_length << shift, cmd.n << 2]
 

@@ -6,8 +6,8 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
+from hdl.common.codes import ErrorCode
 from hdl.common.memport import MemPortSignature
-from spec.codes import ErrorCode
 
 from .arbiter import ClassArbiter
 from .channel import ID_BITS, ClientChannelSignature, ResponseLayout, check
@@ -100,7 +100,7 @@ class McCore(wiring.Component):
         super().__init__({
             "chans": In(self.channel_signature).array(channels),
             "mem": Out(MemPortSignature(data_width)),
-            "error": Out(8),
+            "error": Out(ErrorCode),
             "error_addr": Out(32),
             "busy": Out(1),
             "ev_read": Out(range(channels + 1)),
@@ -213,10 +213,11 @@ class McCore(wiring.Component):
         # One error reported per cycle: a refusal first, then read, then write errors
         # (a test of ERROR sees the last; each channel gets all of its own answers).
         sources = [(fe.error, fe.error_addr) for fe in fes] + [self._read_error, self._ack_error]
-        m.d.comb += self.ev_error.eq(sum((code != 0) for code, _ in sources))
+        failed = [code != ErrorCode.NONE for code, _ in sources]
+        m.d.comb += self.ev_error.eq(sum(failed))
         for k, (code, addr) in enumerate(sources):
-            earlier = Cat(c != 0 for c, _ in sources[:k]).any() if k else Const(0)
-            with m.If((code != 0) & ~earlier):
+            earlier = Cat(failed[:k]).any() if k else Const(0)
+            with m.If(failed[k] & ~earlier):
                 m.d.comb += [self.error.eq(code), self.error_addr.eq(addr)]
         m.d.comb += [
             self.ev_read.eq(sum(fe.chan.req.valid & ~fe.chan.req.payload.op for fe in fes)),
@@ -280,9 +281,9 @@ class McCore(wiring.Component):
         self._read_item = item
         self._read_valid = hit_valid | (demand & r.valid)
         self._read_chan = Mux(hit_valid, hit_chan, tag.chan)
-        code = Signal(8)
+        code = Signal(ErrorCode)
         failed = (demand & r.valid & r.payload.error) | (hit_valid & pf.rd_error)
-        m.d.comb += code.eq(Mux(failed, ErrorCode.AXI_READ_ERROR, 0))
+        m.d.comb += code.eq(Mux(failed, ErrorCode.AXI_READ_ERROR, ErrorCode.NONE))
         self._read_error = (code, tag.addr)
 
     def _write_path(self, m, fes, wtags, tag):
@@ -323,9 +324,9 @@ class McCore(wiring.Component):
         for i in range(self.channels):
             with m.If(b.valid & btags.r_rdy & (tag.chan == i)):
                 m.d.sync += failed[i].eq(~tag.last & bad)
-        code = Signal(8)
+        code = Signal(ErrorCode)
         m.d.comb += code.eq(Mux(b.valid & btags.r_rdy & b.payload.error,
-                                ErrorCode.AXI_WRITE_ERROR, 0))
+                                ErrorCode.AXI_WRITE_ERROR, ErrorCode.NONE))
         self._ack_error = (code, tag.addr)
         ack_valid = b.valid & btags.r_rdy & tag.last
         for i, fe in enumerate(fes):

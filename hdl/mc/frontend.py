@@ -5,7 +5,8 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
-from spec.codes import ErrorCode, McOp
+from hdl.common.codes import ErrorCode
+from spec.codes import McOp
 from spec.memory import PAGE_BYTES, PHYS_ADDR_BITS
 
 from .channel import (
@@ -82,7 +83,7 @@ class ChannelFrontend(wiring.Component):
             "burst": Out(stream.Signature(BurstLayout(dw))),
             "wword": Out(stream.Signature(WriteWordLayout(dw))),
             "reserved": In(stream.Signature(ResponseLayout(dw))),
-            "error": Out(8),
+            "error": Out(ErrorCode),
             "error_addr": Out(32),
             "busy": Out(1),
         })

@@ -5,6 +5,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In
 
 from hdl.common.axi import AXI4Signature, connect_flat
+from hdl.common.codes import ErrorCode
 from hdl.common.kernel import drive_common_registers, kernel_clock, kernel_members
 from hdl.common.memport import MemPortToAxi4
 from hdl.common.regblock import RegisterBlock
@@ -15,7 +16,7 @@ from hdl.mc.core import McCore, check_parameters
 from hdl.mc.frontend import MAX_BURST
 from hdl.mc.prefetch import check_lines
 from hdl.top.shared import drive_interrupt
-from spec.codes import BlockId, ErrorCode
+from spec.codes import BlockId
 
 __all__ = ["MC_VERSION", "McTop", "caps_word", "connect_registers"]
 
@@ -40,14 +41,15 @@ def connect_registers(m, top, regs, core):
         regs.atp_status.window_bad.eq(core.window_bad),
     ]
     # The last error, kept until CLEAR.ERROR.
-    error, code, addr = Signal(), Signal(8), Signal(32)
+    error, code, addr = Signal(), Signal(ErrorCode), Signal(32)
     with m.If(regs.clear.error):
         m.d.sync += [error.eq(0), code.eq(ErrorCode.NONE), addr.eq(0)]
-    with m.If(core.error != 0):
+    failed = core.error != ErrorCode.NONE
+    with m.If(failed):
         m.d.sync += [error.eq(1), code.eq(core.error), addr.eq(core.error_addr)]
     m.d.comb += [
         regs.status.error.eq(error), regs.error.code.eq(code), regs.err_addr.addr.eq(addr),
-        regs.irq_status.error_set.eq(core.error != 0),
+        regs.irq_status.error_set.eq(failed),
     ]
     drive_interrupt(m, top, regs)
     events = {"reads": core.ev_read, "writes": core.ev_write, "errors": core.ev_error,

@@ -35,7 +35,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
-from hdl.common.codes import VaOpcode, decode
+from hdl.common.codes import ErrorCode, VaOpcode, decode
 from hdl.common.memport import PHYS_ADDR_BITS, MemPortSignature
 from hdl.va.extfunc import EXT_OPCODES, ExtUnit, clamp_bounds_ok
 from hdl.va.gather import StridedGather
@@ -51,7 +51,6 @@ from hdl.va.streams import (
     StreamWriter,
     words_for,
 )
-from spec.codes import ErrorCode
 from spec.va import MAX_LENGTH
 
 __all__ = ["RTL_OPCODES", "VaCommandLayout", "VectorCore", "check_parameters"]
@@ -112,12 +111,12 @@ class VectorCore(wiring.Component):
         self.fn_lanes = data_width // 16 if fn_lanes is None else fn_lanes
         super().__init__({
             "cmd": In(VaCommandLayout()),
-            "refuse_code": Out(8),
+            "refuse_code": Out(ErrorCode),
             "refuse_addr": Out(32),
             "launch": In(1),
             "finish": Out(1),
             "fail": Out(1),
-            "fail_code": Out(8),
+            "fail_code": Out(ErrorCode),
             "fail_addr": Out(32),
             "mem": Out(MemPortSignature(data_width)),
         })

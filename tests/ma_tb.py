@@ -1,4 +1,4 @@
-"""cocotb tests of the ``v4hw_ma`` top (P=8, DATA_WIDTH=128), on Icarus and Verilator.
+"""cocotb tests of the ``v4hw_ma`` top (P from V4HW_MA_P: 8 on Verilator, 4 on Icarus; DATA_WIDTH=128).
 
 ``tests/test_ma_cocotb.py`` runs each test below on both simulators. Every test builds a
 :class:`sim.ma_driver.MaBench`, draws all its random choices from
@@ -7,6 +7,8 @@ through ``MaBench.gemm``, which checks the outcome code and ERR_ADDR, C against 
 model bit for bit, and that no byte outside C's rows changed. Icarus is about ten times
 slower, so shapes and counts are smaller there (``ICARUS``).
 """
+
+import os
 
 import cocotb
 import numpy as np
@@ -23,7 +25,7 @@ from sim.seed import test_seed
 from spec.codes import MA_MODE_B_T, MA_MODE_BF16, ErrorCode, MaMode
 
 ICARUS = cocotb.SIM_NAME.lower().startswith("icarus")
-P = 8
+P = int(os.environ.get("V4HW_MA_P", "8"))      # the DUT's P (tests/test_ma_cocotb.py)
 BUS_BYTES = 16
 INT8, BF16 = MaMode.INT8, MaMode.BF16
 INT8_BT, BF16_BT = MaMode.INT8_BT, MaMode.BF16_BT      # B stored as N rows of K

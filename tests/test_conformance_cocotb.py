@@ -20,25 +20,24 @@ TIMEOUT_S = {"icarus": 300, "verilator": 120}
 MUON_MESH = (2, 2)
 
 
-def _ma():
-    return dict(verilog=ma.ma_verilog(), toplevel=ma.TOPLEVEL, config_name=ma.CONFIG_NAME,
-                gtkw_groups=ma.MA_GTKW_GROUPS, **ma.VERILATOR)
+def _ma(simulator):
+    return dict(toplevel=ma.TOPLEVEL, gtkw_groups=ma.MA_GTKW_GROUPS, **ma.VERILATOR,
+                **ma.build_args(simulator))
 
 
-def _va():
-    return dict(verilog=va.va_verilog(), toplevel=va.TOPLEVEL, config_name=va.config_name(va.L),
-                gtkw_groups=va.VA_GTKW_GROUPS, **va.VERILATOR,
-                extra_env={"V4HW_VA_LANES": str(va.L)})
+def _va(simulator):
+    return dict(toplevel=va.TOPLEVEL, gtkw_groups=va.VA_GTKW_GROUPS, **va.VERILATOR,
+                **va.build_args(simulator))
 
 
-def _mc():
+def _mc(simulator):
     return dict(verilog=mc.mc_verilog("default"), toplevel=mc.TOPLEVEL,
                 config_name="mc-c4-dw128-default", gtkw_groups=mc.MC_GTKW_GROUPS, **mc.VERILATOR,
                 extra_env={f"V4HW_MC_{name.upper()}": str(value)
                            for name, value in mc.CONFIGS["default"].items()})
 
 
-def _muon():
+def _muon(simulator):
     cols, rows = MUON_MESH
     return dict(verilog=muon.muon_verilog(cols, rows), toplevel=muon.TOPLEVEL,
                 config_name=f"muon-{cols}x{rows}", gtkw_groups=muon.MUON_GTKW_GROUPS,
@@ -53,7 +52,7 @@ BLOCKS = {"ma": _ma, "va": _va, "mc": _mc, "muon": _muon}
 @pytest.mark.parametrize("block", BLOCKS)
 @pytest.mark.parametrize("simulator", SIMULATORS)
 def test_conformance(simulator, block):
-    options = BLOCKS[block]()
+    options = BLOCKS[block](simulator)
     verilog, toplevel = options.pop("verilog"), options.pop("toplevel")
     options["extra_env"] = {**options.get("extra_env", {}), "V4HW_BLOCK": block}
     run_cocotb(simulator, verilog, toplevel, TESTBENCH, testcase="common_registers",

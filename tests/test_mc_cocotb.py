@@ -28,6 +28,7 @@ CONFIGS = {
     "credits1": dict(req_depth=1, wdata_depth=1, resp_depth=1, prefetch_lines=4),
 }
 TESTS = ["registers", "random_traffic", "credits_stress", "write_then_read", "errors",
+         "errors_on_every_channel",
          "starvation", "prefetch_sequential", "prefetch_invalidate"]
 CREDITS1_TESTS = ["random_traffic", "credits_stress", "errors"]
 # Measurements: thousands of requests, minutes on Icarus, seconds on Verilator.

@@ -24,6 +24,7 @@ TESTBENCH = "tests.muon_tb"
 TIMEOUT_S = {"icarus": 900, "verilator": 600}
 MESHES = [(2, 2), (4, 4)]
 TESTS = ["registers", "random_traffic_backpressure", "stale_drops", "bad_destination",
+         "every_class_under_backpressure",
          "reservations_against_golden", "reserved_flows_zero_jitter",
          "priority_and_starvation_bound"]
 # The 4×4 mesh runs the tests whose traffic spans the mesh (the others test what does not

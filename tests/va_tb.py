@@ -230,6 +230,47 @@ async def axi_errors(dut):
 
 
 @cocotb.test()
+async def axi_errors_under_pauses(dut):
+    """The AXI error paths of ``axi_errors`` and two refusals with random idle and
+    back-pressure cycles on every memory channel: a read error in an operand's second
+    burst, at a gather's element and in SOFTMAX's first pass, a write error in a result
+    and at a scatter's element; MISALIGNED and BAD_COMMAND; each with the failing burst's
+    first byte, only golden bytes written, and the next command runs under the same
+    pauses. (The functional coverage's error × back-pressure bins: sim/fcov.py.)"""
+    bench, rng = await new_bench(dut)
+    bench.set_pauses(0.5)
+    o = bench.origin
+    cmd = VaCommand(VaOpcode.ADD, 300, src=o + 6, src2=o + 0x10000 + 2, dst=o + 0x20000 + 10)
+    bad = (o + 0x10000) + 16 * BUS + 5
+    bench.ram.error_ranges = [ErrorRange(bad, bad + 1)]
+    await bench.check(cmd, expect=ErrorCode.AXI_READ_ERROR,
+                      err_addr=(o + 0x10000 + 16 * BUS) & 0xFFFFFFFF)
+    g = VaCommand(VaOpcode.GATHER, 50, src=o + 0x30000 + 3, dst=o + 0x40000, esize=0,
+                  stride=2049)
+    element = g.src + 17 * g.stride
+    bench.ram.error_ranges = [ErrorRange(element, element + 1)]
+    await bench.check(g, expect=ErrorCode.AXI_READ_ERROR, err_addr=element & 0xFFFFFFFF)
+    # the result's third burst (of 16 bus words from the aligned start)
+    bench.ram.error_ranges = [ErrorRange(cmd.dst + 550, cmd.dst + 551, reads=False)]
+    first = ((cmd.dst & ~(BUS - 1)) + 2 * 16 * BUS) & 0xFFFFFFFF
+    await bench.check(cmd, expect=ErrorCode.AXI_WRITE_ERROR, err_addr=first)
+    sc = VaCommand(VaOpcode.SCATTER, 40, src=o + 0x50000 + 2, dst=o + 0x60000 + 6, esize=1,
+                   stride=1030)
+    element = sc.dst + 9 * sc.stride
+    bench.ram.error_ranges = [ErrorRange(element, element + 1, reads=False)]
+    await bench.check(sc, expect=ErrorCode.AXI_WRITE_ERROR, err_addr=element & 0xFFFFFFFF)
+    sm = row_command(bench, rng, VaOpcode.SOFTMAX, 200 if ICARUS else 600)
+    bench.ram.error_ranges = [ErrorRange(sm.src + 1, sm.src + 2)]
+    await bench.check(sm, expect=ErrorCode.AXI_READ_ERROR, err_addr=sm.src & 0xFFFFFFFF)
+    bench.ram.error_ranges = []
+    await bench.check(VaCommand(VaOpcode.MUL, 8, src=o, src2=o + 3, dst=o + 64))
+    await bench.check(VaCommand(VaOpcode.ADD, 0, src=o, src2=o, dst=o + 64))
+    await bench.check(cmd)
+    await bench.check(sc)
+    bench.set_pauses(0)
+
+
+@cocotb.test()
 async def start_while_busy(dut):
     """A START during a command is dropped (STATUS.START_DROPPED), the command finishes
     with the golden result; the next START clears START_DROPPED."""

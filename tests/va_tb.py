@@ -259,14 +259,16 @@ async def axi_errors_under_pauses(dut):
     element = sc.dst + 9 * sc.stride
     bench.ram.error_ranges = [ErrorRange(element, element + 1, reads=False)]
     await bench.check(sc, expect=ErrorCode.AXI_WRITE_ERROR, err_addr=element & 0xFFFFFFFF)
-    sm = row_command(bench, rng, VaOpcode.SOFTMAX, 200 if ICARUS else 600)
-    bench.ram.error_ranges = [ErrorRange(sm.src + 1, sm.src + 2)]
-    await bench.check(sm, expect=ErrorCode.AXI_READ_ERROR, err_addr=sm.src & 0xFFFFFFFF)
+    if not ICARUS:   # ten times slower there: the row command and one recheck less
+        sm = row_command(bench, rng, VaOpcode.SOFTMAX, 600)
+        bench.ram.error_ranges = [ErrorRange(sm.src + 1, sm.src + 2)]
+        await bench.check(sm, expect=ErrorCode.AXI_READ_ERROR, err_addr=sm.src & 0xFFFFFFFF)
     bench.ram.error_ranges = []
     await bench.check(VaCommand(VaOpcode.MUL, 8, src=o, src2=o + 3, dst=o + 64))
     await bench.check(VaCommand(VaOpcode.ADD, 0, src=o, src2=o, dst=o + 64))
-    await bench.check(cmd)
     await bench.check(sc)
+    if not ICARUS:
+        await bench.check(cmd)
     bench.set_pauses(0)
 
 

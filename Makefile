@@ -133,7 +133,7 @@ test-cocotb: setup
 # build/cputime.jsonl, summed per file at the end): a budget for an idle machine is planned
 # from those, which the load of a shared machine does not change.
 durations: setup
-	rm -f build/cputime.jsonl
+	rm -f build/cputime.jsonl; mkdir -p build/pytest-split
 	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist worksteal -m "not regress" --store-durations \
 	    --durations-path=build/pytest-split/stored.json -p sim.cputime; \
 	    status=$$?; $(BIN)/python -m sim.cputime build/cputime.jsonl --top 40; exit $$status

@@ -66,6 +66,11 @@ class _View:
         self.caps = None
 
     @property
+    def pausing(self):
+        """The tile's: a block's view shares the tile's bus models and their pauses."""
+        return self.tile.pausing
+
+    @property
     def _reset_edge(self):
         return self.tile._reset_edge
 

@@ -181,25 +181,18 @@ async def bad_commands(dut):
     await bench.check(good)
 
 
-@cocotb.test()
-async def axi_errors(dut):
-    """A read error inside an operand, at a strided gather's element, in a SOFTMAX, a
-    write error inside the result, at a scatter's element and at QUANTIZE's scale:
-    AXI_READ/WRITE_ERROR with the failing burst's first byte (a gather's or scatter's
-    element address), only golden bytes written before it, and the next command runs."""
-    bench, rng = await new_bench(dut)
+async def memory_error_cases(bench):
+    """The AXI errors of an elementwise ADD and of the strided moves, each with the failing
+    burst's first byte (a gather's or scatter's element address): a read error in the
+    second operand's second burst, at a gather's element, a write error in the result's
+    third burst and at a scatter's element. Returns the ADD and the SCATTER, to rerun."""
     o = bench.origin
-    n = 300
-    cmd = VaCommand(VaOpcode.ADD, n, src=o + 6, src2=o + 0x10000 + 2, dst=o + 0x20000 + 10)
+    cmd = VaCommand(VaOpcode.ADD, 300, src=o + 6, src2=o + 0x10000 + 2, dst=o + 0x20000 + 10)
     # Second operand, second burst (16 words of 16 bytes each from the aligned start).
     bad = (o + 0x10000) + 16 * BUS + 5
     bench.ram.error_ranges = [ErrorRange(bad, bad + 1)]
     await bench.check(cmd, expect=ErrorCode.AXI_READ_ERROR,
                       err_addr=(o + 0x10000 + 16 * BUS) & 0xFFFFFFFF)
-    # The first burst of an operand reports the operand's own first byte.
-    bench.ram.error_ranges = [ErrorRange(o + 8, o + 9)]
-    await bench.check(cmd, expect=ErrorCode.AXI_READ_ERROR, err_addr=(o + 6) & 0xFFFFFFFF)
-    # Gather: the element's own address.
     g = VaCommand(VaOpcode.GATHER, 50, src=o + 0x30000 + 3, dst=o + 0x40000, esize=0,
                   stride=2049)
     element = g.src + 17 * g.stride
@@ -209,12 +202,26 @@ async def axi_errors(dut):
     bench.ram.error_ranges = [ErrorRange(cmd.dst + 550, cmd.dst + 551, reads=False)]
     first = ((cmd.dst & ~(BUS - 1)) + 2 * 16 * BUS) & 0xFFFFFFFF
     await bench.check(cmd, expect=ErrorCode.AXI_WRITE_ERROR, err_addr=first)
-    # Scatter: the element's own address.
     sc = VaCommand(VaOpcode.SCATTER, 40, src=o + 0x50000 + 2, dst=o + 0x60000 + 6, esize=1,
                    stride=1030)
     element = sc.dst + 9 * sc.stride
     bench.ram.error_ranges = [ErrorRange(element, element + 1, reads=False)]
     await bench.check(sc, expect=ErrorCode.AXI_WRITE_ERROR, err_addr=element & 0xFFFFFFFF)
+    return cmd, sc
+
+
+@cocotb.test()
+async def axi_errors(dut):
+    """A read error inside an operand, at a strided gather's element, in a SOFTMAX, a
+    write error inside the result, at a scatter's element and at QUANTIZE's scale:
+    AXI_READ/WRITE_ERROR with the failing burst's first byte (a gather's or scatter's
+    element address), only golden bytes written before it, and the next command runs."""
+    bench, rng = await new_bench(dut)
+    o = bench.origin
+    cmd, sc = await memory_error_cases(bench)
+    # The first burst of an operand reports the operand's own first byte.
+    bench.ram.error_ranges = [ErrorRange(o + 8, o + 9)]
+    await bench.check(cmd, expect=ErrorCode.AXI_READ_ERROR, err_addr=(o + 6) & 0xFFFFFFFF)
     # Row commands: a read error in SOFTMAX's first pass (in its first burst of x: the
     # operand's own address), a write error at QUANTIZE's scale (the second result, DST2).
     sm = row_command(bench, rng, VaOpcode.SOFTMAX, 600)
@@ -240,25 +247,7 @@ async def axi_errors_under_pauses(dut):
     bench, rng = await new_bench(dut)
     bench.set_pauses(0.5)
     o = bench.origin
-    cmd = VaCommand(VaOpcode.ADD, 300, src=o + 6, src2=o + 0x10000 + 2, dst=o + 0x20000 + 10)
-    bad = (o + 0x10000) + 16 * BUS + 5
-    bench.ram.error_ranges = [ErrorRange(bad, bad + 1)]
-    await bench.check(cmd, expect=ErrorCode.AXI_READ_ERROR,
-                      err_addr=(o + 0x10000 + 16 * BUS) & 0xFFFFFFFF)
-    g = VaCommand(VaOpcode.GATHER, 50, src=o + 0x30000 + 3, dst=o + 0x40000, esize=0,
-                  stride=2049)
-    element = g.src + 17 * g.stride
-    bench.ram.error_ranges = [ErrorRange(element, element + 1)]
-    await bench.check(g, expect=ErrorCode.AXI_READ_ERROR, err_addr=element & 0xFFFFFFFF)
-    # the result's third burst (of 16 bus words from the aligned start)
-    bench.ram.error_ranges = [ErrorRange(cmd.dst + 550, cmd.dst + 551, reads=False)]
-    first = ((cmd.dst & ~(BUS - 1)) + 2 * 16 * BUS) & 0xFFFFFFFF
-    await bench.check(cmd, expect=ErrorCode.AXI_WRITE_ERROR, err_addr=first)
-    sc = VaCommand(VaOpcode.SCATTER, 40, src=o + 0x50000 + 2, dst=o + 0x60000 + 6, esize=1,
-                   stride=1030)
-    element = sc.dst + 9 * sc.stride
-    bench.ram.error_ranges = [ErrorRange(element, element + 1, reads=False)]
-    await bench.check(sc, expect=ErrorCode.AXI_WRITE_ERROR, err_addr=element & 0xFFFFFFFF)
+    cmd, sc = await memory_error_cases(bench)
     if not ICARUS:   # ten times slower there: the row command and one recheck less
         sm = row_command(bench, rng, VaOpcode.SOFTMAX, 600)
         bench.ram.error_ranges = [ErrorRange(sm.src + 1, sm.src + 2)]

@@ -678,8 +678,8 @@ class TileRuntime:
     async def _migrate_params(self):
         """(bus bytes, max_burst, max_outstanding) from the engine's CAPS, read once."""
         if self._migrate_caps is None:
-            caps = await self.blocks["migrate"].read("CAPS")
-            self._migrate_caps = ((caps >> 8) & 0xFF, (caps >> 16) & 0xFF, caps & 0xFF)
+            caps = await self.blocks["migrate"].read_fields("CAPS")
+            self._migrate_caps = (caps["BUS_BYTES"], caps["MAX_BURST"], caps["MAX_OUTSTANDING"])
         return self._migrate_caps
 
     async def migrate(self, src, dst, length, what=""):

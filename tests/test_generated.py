@@ -172,9 +172,11 @@ def test_c_registers_are_volatile(block):
     assert members and all(line.startswith("volatile uint32_t ") for line in members), members
 
 
-# The tile's map keeps CAPS as one 32-bit VALUE for now; every other block's CAPS has
-# the fields of its descriptor's caps_layout.
-CAPS_AS_ONE_WORD = {"tile"}
+def _caps_fields(name):
+    caps = next(register for register in generator.build_model(name)["registers"]
+                if register["name"] == "CAPS")
+    return [(field["name"], field["lsb"], field["width"], field["access"])
+            for field in caps["fields"]]
 
 
 @pytest.mark.parametrize("name", sorted(registry()))
@@ -183,19 +185,42 @@ def test_caps_fields_are_the_descriptors_layout(name):
     ``sim.blocks``' ``caps_layout``, bit for bit, and the default build's CAPS word sets
     no bit outside them."""
     block = descriptor(name)
-    caps = next(register for register in generator.build_model(name)["registers"]
-                if register["name"] == "CAPS")
-    fields = [(field["name"], field["lsb"], field["width"], field["access"])
-              for field in caps["fields"]]
-    if name in CAPS_AS_ONE_WORD:
-        assert fields == [("VALUE", 0, 32, "RO")]
-    else:
-        assert fields == sorted(((field.name, field.lsb, field.width, "RO")
-                                 for field in block.caps_layout), key=lambda f: f[1])
+    fields = _caps_fields(name)
+    assert fields == sorted(((field.name, field.lsb, field.width, "RO")
+                             for field in block.caps_layout), key=lambda f: f[1])
     word = block.caps(block.defaults)
     assert word and block.encode_caps(block.decode_caps(word)) == word
     held = sum(((1 << width) - 1) << lsb for _, lsb, width, _ in fields)
     assert word & ~held == 0
+
+
+def _unit_caps():
+    """The CAPS words of the tile's units with maps of their own, at the tile's build and
+    at the extremes of their parameters, with the field values each must read."""
+    from hdl.tile import migrate, sequencer
+    from spec import sequencer as fmt
+    for data_width, burst, outstanding in ((64, 1, 2), (128, 16, 4),
+                                           (512, migrate.MAX_BURST, migrate.MAX_OUTSTANDING)):
+        migrate.check_parameters(data_width, burst, outstanding)
+        yield "migrate", migrate.caps_word(data_width, burst, outstanding), {
+            "MAX_OUTSTANDING": outstanding, "BUS_BYTES": data_width // 8, "MAX_BURST": burst}
+    for data_width, targets, deps in ((64, [1], 1), (128, [1, 2, 3, 4], 4),
+                                      (512, list(range(16)), fmt.MAX_NDEPS)):
+        yield "sequencer", sequencer.caps_word(data_width, targets, deps), {
+            "TARGETS": sum(1 << t for t in targets), "BUS_BYTES": data_width // 8,
+            "MAX_DEPS": deps, "FORMAT": fmt.VERSION}
+
+
+@pytest.mark.parametrize("name, word, values", list(_unit_caps()),
+                         ids=lambda v: v if isinstance(v, str) else None)
+def test_unit_caps_fields_decode_their_word(name, word, values):
+    """The cache-migrate engine's and the sequencer's CAPS fields cut their ``caps_word``
+    into its parameters, and no bit of the word lies outside the fields."""
+    fields = _caps_fields(name)
+    assert all(access == "RO" for *_, access in fields)
+    held = sum(((1 << width) - 1) << lsb for _, lsb, width, _ in fields)
+    assert word & ~held == 0, f"{name} CAPS 0x{word:08X}: bits outside its fields"
+    assert {field: word >> lsb & (1 << width) - 1 for field, lsb, width, _ in fields} == values
 
 
 def test_caps_fields_reach_the_c_header():

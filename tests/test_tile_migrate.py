@@ -442,8 +442,9 @@ def test_identity(data_width, params):
         caps = await bench.regs.read("CAPS")
         dut = bench.dut
         assert caps == caps_word(data_width, dut.max_burst, dut.max_outstanding)
-        assert (caps & 0xFF, caps >> 8 & 0xFF, caps >> 16 & 0xFF) == (
-            dut.max_outstanding, data_width // 8, dut.max_burst)
+        assert bench.regs.fields("CAPS", caps) == {
+            "MAX_OUTSTANDING": dut.max_outstanding, "BUS_BYTES": data_width // 8,
+            "MAX_BURST": dut.max_burst}
         _, resp = await bench.regs.read_resp(bench.regs.unmapped_offset())
         assert resp == AxiResp.SLVERR
 

@@ -113,6 +113,7 @@ def test_tile_registers():
         assert caps == caps_word(windows, 2, 2, 128)
         assert descriptor("tile").decode_caps(caps) == {
             "WINDOWS": 0b1111111, "COLS": 2, "ROWS": 2, "BUS_BYTES": 16}
+        assert regs.fields("CAPS", caps) == descriptor("tile").decode_caps(caps)
         nodes = await regs.read_fields("NODES")
         assert nodes == {name.upper(): x | y << 4 for name, (x, y) in DEFAULT_NODES.items()}
         assert await regs.read_fields("PARAMS") == {"MA_P": 4, "VA_L": 8, "VA_FN_LANES": 8,

@@ -28,9 +28,18 @@ extern "C" {
 #define TILE__ID__BLOCK__SEQUENCER 0x5351
 
 // reg - tile.CAPS
-#define TILE__CAPS__VALUE_bm 0xffffffff
-#define TILE__CAPS__VALUE_bp 0
-#define TILE__CAPS__VALUE_bw 32
+#define TILE__CAPS__WINDOWS_bm 0xffff
+#define TILE__CAPS__WINDOWS_bp 0
+#define TILE__CAPS__WINDOWS_bw 16
+#define TILE__CAPS__COLS_bm 0xf0000
+#define TILE__CAPS__COLS_bp 16
+#define TILE__CAPS__COLS_bw 4
+#define TILE__CAPS__ROWS_bm 0xf00000
+#define TILE__CAPS__ROWS_bp 20
+#define TILE__CAPS__ROWS_bw 4
+#define TILE__CAPS__BUS_BYTES_bm 0xff000000
+#define TILE__CAPS__BUS_BYTES_bp 24
+#define TILE__CAPS__BUS_BYTES_bw 8
 
 // reg - tile.STATUS
 #define TILE__STATUS__BUSY_bm 0x1

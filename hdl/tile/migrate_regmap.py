@@ -43,11 +43,14 @@ REGISTERS = (
         "offset": 0x0004,
         "access": "RO",
         "read_strobe": False,
-        "description": ("Build parameters of the block; the block's documentation gives the "
-                        "layout."),
+        "description": "Build parameters of the engine; constant for a given build.",
         "fields": (
-            {"name": "VALUE", "lsb": 0, "width": 32, "access": "RO", "reset": None, "encode": None,
-             "description": "Block-specific parameter word."},
+            {"name": "MAX_OUTSTANDING", "lsb": 0, "width": 8, "access": "RO", "reset": None, "encode": None,
+             "description": "Read bursts the engine keeps in flight."},
+            {"name": "BUS_BYTES", "lsb": 8, "width": 8, "access": "RO", "reset": None, "encode": None,
+             "description": "Width of the memory bus in bytes."},
+            {"name": "MAX_BURST", "lsb": 16, "width": 8, "access": "RO", "reset": None, "encode": None,
+             "description": "The longest burst, in bus words."},
         ),
     },
     {

@@ -43,11 +43,18 @@ REGISTERS = (
         "offset": 0x0004,
         "access": "RO",
         "read_strobe": False,
-        "description": ("Build parameters of the block; the block's documentation gives the "
-                        "layout."),
+        "description": "What the tile holds; constant for a given build.",
         "fields": (
-            {"name": "VALUE", "lsb": 0, "width": 32, "access": "RO", "reset": None, "encode": None,
-             "description": "Block-specific parameter word."},
+            {"name": "WINDOWS", "lsb": 0, "width": 16, "access": "RO", "reset": None, "encode": None,
+             "description": ("One bit per control window that answers (spec.tile.TileBlock: "
+                             "bit 0 the tile, 1 MA, 2 VA, 3 MC, 4 MIGRATE, 5 MESH, 6 "
+                             "SEQUENCER).")},
+            {"name": "COLS", "lsb": 16, "width": 4, "access": "RO", "reset": None, "encode": None,
+             "description": "The mesh's columns (16 reads as 0)."},
+            {"name": "ROWS", "lsb": 20, "width": 4, "access": "RO", "reset": None, "encode": None,
+             "description": "The mesh's rows (16 reads as 0)."},
+            {"name": "BUS_BYTES", "lsb": 24, "width": 8, "access": "RO", "reset": None, "encode": None,
+             "description": "Width of m_axi_gmem in bytes."},
         ),
     },
     {

@@ -43,11 +43,17 @@ REGISTERS = (
         "offset": 0x0004,
         "access": "RO",
         "read_strobe": False,
-        "description": ("Build parameters of the block; the block's documentation gives the "
-                        "layout."),
+        "description": "Build parameters of the sequencer; constant for a given build.",
         "fields": (
-            {"name": "VALUE", "lsb": 0, "width": 32, "access": "RO", "reset": None, "encode": None,
-             "description": "Block-specific parameter word."},
+            {"name": "TARGETS", "lsb": 0, "width": 16, "access": "RO", "reset": None, "encode": None,
+             "description": ("One bit per control window an entry may target "
+                             "(spec.tile.TileBlock).")},
+            {"name": "BUS_BYTES", "lsb": 16, "width": 8, "access": "RO", "reset": None, "encode": None,
+             "description": "Width of the memory bus in bytes."},
+            {"name": "MAX_DEPS", "lsb": 24, "width": 4, "access": "RO", "reset": None, "encode": None,
+             "description": "Dependencies an entry may name."},
+            {"name": "FORMAT", "lsb": 28, "width": 4, "access": "RO", "reset": None, "encode": None,
+             "description": "Version of the command list's format."},
         ),
     },
     {

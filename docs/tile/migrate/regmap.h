@@ -28,9 +28,15 @@ extern "C" {
 #define MIGRATE__ID__BLOCK__SEQUENCER 0x5351
 
 // reg - migrate.CAPS
-#define MIGRATE__CAPS__VALUE_bm 0xffffffff
-#define MIGRATE__CAPS__VALUE_bp 0
-#define MIGRATE__CAPS__VALUE_bw 32
+#define MIGRATE__CAPS__MAX_OUTSTANDING_bm 0xff
+#define MIGRATE__CAPS__MAX_OUTSTANDING_bp 0
+#define MIGRATE__CAPS__MAX_OUTSTANDING_bw 8
+#define MIGRATE__CAPS__BUS_BYTES_bm 0xff00
+#define MIGRATE__CAPS__BUS_BYTES_bp 8
+#define MIGRATE__CAPS__BUS_BYTES_bw 8
+#define MIGRATE__CAPS__MAX_BURST_bm 0xff0000
+#define MIGRATE__CAPS__MAX_BURST_bp 16
+#define MIGRATE__CAPS__MAX_BURST_bw 8
 
 // reg - migrate.STATUS
 #define MIGRATE__STATUS__BUSY_bm 0x1

@@ -28,9 +28,18 @@ extern "C" {
 #define SEQUENCER__ID__BLOCK__SEQUENCER 0x5351
 
 // reg - sequencer.CAPS
-#define SEQUENCER__CAPS__VALUE_bm 0xffffffff
-#define SEQUENCER__CAPS__VALUE_bp 0
-#define SEQUENCER__CAPS__VALUE_bw 32
+#define SEQUENCER__CAPS__TARGETS_bm 0xffff
+#define SEQUENCER__CAPS__TARGETS_bp 0
+#define SEQUENCER__CAPS__TARGETS_bw 16
+#define SEQUENCER__CAPS__BUS_BYTES_bm 0xff0000
+#define SEQUENCER__CAPS__BUS_BYTES_bp 16
+#define SEQUENCER__CAPS__BUS_BYTES_bw 8
+#define SEQUENCER__CAPS__MAX_DEPS_bm 0xf000000
+#define SEQUENCER__CAPS__MAX_DEPS_bp 24
+#define SEQUENCER__CAPS__MAX_DEPS_bw 4
+#define SEQUENCER__CAPS__FORMAT_bm 0xf0000000
+#define SEQUENCER__CAPS__FORMAT_bp 28
+#define SEQUENCER__CAPS__FORMAT_bw 4
 
 // reg - sequencer.STATUS
 #define SEQUENCER__STATUS__BUSY_bm 0x1

@@ -987,8 +987,8 @@ async def backpressure_old_c_error(dut):
     (read while the first block's results are on their way to memory) under random
     pauses on every channel: AXI_READ_ERROR, then the next command, under the same
     pauses, writes only its own C. docs/ma/README.md: after an error everything in flight
-    is drained. (Fails: a C write of the failed command lands during the next one;
-    tests/test_ma_cocotb.py marks it.)"""
+    is drained. (A row of the failed command left in the result path was once written
+    during the next command; tests/test_ma_core.py has the same case.)"""
     bench, rng = await new_bench(dut)
     bench.set_pauses(0.5)
     for mode in (INT8, BF16):

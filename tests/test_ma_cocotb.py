@@ -14,7 +14,7 @@ from amaranth.back import verilog as amaranth_verilog
 
 from hdl.top.ma import MaTop
 from sim.ma_driver import MA_GTKW_GROUPS
-from sim.runner import SIMULATORS, CocotbTestFailure, run_cocotb
+from sim.runner import SIMULATORS, run_cocotb
 
 P, DATA_WIDTH = 8, 128
 TOPLEVEL = "v4hw_ma"
@@ -32,8 +32,8 @@ TESTS = [
     "registers", "gemm_random", "gemm_large", "int8_extremes", "bf16_special_values",
     "accumulate_chain", "mode_switch", "strides", "tat_regions", "bad_tat", "tat_miss", "bad_shapes",
     "misaligned", "axi_read_error", "axi_write_error", "start_while_busy", "ctr_and_time",
-    "interrupts", "backpressure", "backpressure_errors", "memory_latency", "b_transposed_random",
-    "b_transposed_errors",
+    "interrupts", "backpressure", "backpressure_errors", "backpressure_old_c_error",
+    "memory_latency", "b_transposed_random", "b_transposed_errors",
 ]
 
 
@@ -75,14 +75,3 @@ def cocotb_args(simulator):
 def test_ma(simulator, test):
     run_cocotb(simulator, testcase=test, **cocotb_args(simulator))
 
-
-@pytest.mark.cocotb
-@pytest.mark.xfail(raises=CocotbTestFailure, strict=True,
-                   reason="MA bug: after an AXI read error on the old C under back-pressure, a C "
-                          "write of the failed command lands during the next command (the docs "
-                          "say everything in flight is drained); found by the functional "
-                          "coverage's error x back-pressure bins")
-def test_ma_backpressure_old_c_error():
-    """``backpressure_old_c_error`` on Verilator; it fails until the MA is fixed (strict:
-    the mark must go when it passes)."""
-    run_cocotb("verilator", testcase="backpressure_old_c_error", **cocotb_args("verilator"))

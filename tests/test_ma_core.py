@@ -33,14 +33,17 @@ def run_commands(p, data_width, commands, mem_init, tat=None, stall=0.0, max_cyc
     """Run ``[(cmd, failing word addresses), ...]`` back to back on one core.
 
     Each result: ``refuse`` (the START check's code), and for launched commands
-    ``outcome`` ("done" / "fail"), ``code``, ``addr`` and ``cycles`` (launch → end)."""
+    ``outcome`` ("done" / "fail"), ``code``, ``addr``, ``cycles`` (launch → end) and
+    ``writes``: the addresses of the write bursts taken after the previous command's end
+    up to this one's."""
     dut = MatrixCore(p, data_width)
     sim = Simulator(dut)
     sim.add_clock(1e-8)
     mem = bytearray(MEM_BYTES)
     mem[:len(mem_init)] = mem_init
+    log = []
     memory = PortMemory(dut.mem, data_width, mem, latency=6, pause=stall,
-                        rng=np.random.default_rng(len(commands)))
+                        rng=np.random.default_rng(len(commands)), log=log)
     memory.add_to(sim)
     results = []
 
@@ -64,7 +67,9 @@ def run_commands(p, data_width, commands, mem_init, tat=None, stall=0.0, max_cyc
                 if ctx.get(dut.finish) or ctx.get(dut.fail):
                     result.update(outcome="done" if ctx.get(dut.finish) else "fail",
                                   code=ctx.get(dut.fail_code), addr=ctx.get(dut.fail_addr),
-                                  cycles=cycle + 1)
+                                  cycles=cycle + 1,
+                                  writes=[addr for kind, addr in log if kind == "write"])
+                    log.clear()
                     break
                 await ctx.tick()
             else:
@@ -238,6 +243,51 @@ def test_axi_error_response(operand):
     assert outside_c_unchanged(image, mem, c_addr, ldc, m, n)
     got = unpack_matrix(bytes(mem[c_addr:]), m, n, expected.dtype, ldc)
     np.testing.assert_array_equal(got, expected)
+
+
+def c_words(c_addr, ldc, m, n, bus):
+    """The bus-aligned addresses of the words that hold the M rows of N int32s of C."""
+    return {addr - addr % bus for row in range(m)
+            for addr in range(c_addr + row * ldc, c_addr + row * ldc + 4 * n)}
+
+
+def test_old_c_error_under_backpressure():
+    """An AXI read error on the old C of an ACCUMULATE command's second block of P rows,
+    read while the first block's rows wait for the writer under random pauses (four times,
+    on each row of that block): the command fails with AXI_READ_ERROR and the row's
+    address, every write burst of it is taken before it ends, and the next command writes
+    only its own C, right. The failed blocks' C rows are never written."""
+    rng = np.random.default_rng(14)
+    p, bus, shift = 4, 16, 0x10000
+    m, k, n = 2 * p, p, 2 * p
+    cmd, image, _, (c_addr, ldc, _) = layout(m, k, n, False, rng, True)
+    # The next command's operands and C lie 64 KiB up.
+    good, good_image, expected, (good_c, good_ldc, dtype) = layout(p, p, p, True, rng, False)
+    good = dict(good, **{key: good[key] + shift for key in ("a_addr", "b_addr", "c_addr")})
+    good_c += shift
+    image[shift:] = good_image[:MEM_BYTES - shift]
+    commands = []
+    for row in range(p, 2 * p):
+        row_addr = c_addr + row * ldc
+        commands += [(cmd, {row_addr - row_addr % bus}), (good, set())]
+    results, mem = run_commands(p, 128, commands, image, stall=0.5)
+    failed_c, good_words = c_words(c_addr, ldc, m, n, bus), c_words(good_c, good_ldc, p, p, bus)
+    for row, failed, redone in zip(range(p, 2 * p), results[::2], results[1::2], strict=True):
+        assert (failed["outcome"], failed["code"]) == ("fail", ErrorCode.AXI_READ_ERROR), failed
+        assert failed["addr"] == c_addr + row * ldc
+        assert set(failed["writes"]) <= failed_c, failed
+        assert redone["outcome"] == "done", redone
+        assert redone["writes"] and set(redone["writes"]) <= good_words, (
+            [hex(addr) for addr in redone["writes"]])
+    got = unpack_matrix(bytes(mem[good_c:]), p, p, dtype, good_ldc)
+    np.testing.assert_array_equal(got, expected)
+    second_block = slice(c_addr + p * ldc, c_addr + m * ldc)
+    assert mem[second_block] == image[second_block]
+    # Outside the two Cs nothing changed.
+    both = bytearray(image)
+    for addr in list(failed_c) + list(good_words):
+        both[addr:addr + bus] = mem[addr:addr + bus]
+    assert both == mem
 
 
 def test_back_to_back_mode_switch():

@@ -169,9 +169,12 @@ class MatrixCore(wiring.Component):
         for name in ("wr_req", "wr_data", "wr_resp"):
             wiring.connect(m, wiring.flipped(getattr(self.mem, name)), getattr(writer, name))
 
-        # After an error nothing more may reach memory until the next command: rows still
-        # in the result path, or still leaving the array, are dropped.
-        with m.If(self.launch):
+        # After an error nothing more may reach memory: rows still in the result path, or
+        # still leaving the array, are dropped. ``abort`` holds the writer off them until
+        # ``clear`` has emptied the result path, the cycle after launch: lifted at launch,
+        # it let the writer take a row of the failed command from the FIFO in the cycle
+        # of ``clear`` and write it during the next command.
+        with m.If(clear):
             m.d.sync += abort.eq(0)
 
         error = Signal(ErrorReport())

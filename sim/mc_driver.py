@@ -3,10 +3,11 @@
 A bench owns the clock and reset, an ``AxiLiteMaster`` with the register helper, the
 memory on ``m_axi_gmem`` (:class:`sim.bfm.GmemModel`: latency, error ranges, AXI
 rule checks, pause generators on all five channels) and one :class:`Client` per client
-channel. One coroutine runs every client, once a cycle at the falling edge of
-``ap_clk``: it reads what the MC drives (response items, credit pulses), checks it, and
-drives the next cycle's request, write word and credit pulse, so each link moves in the
-cycle it is driven for.
+channel, whose three credit links are :mod:`sim.bfm.credit`'s BFMs (a source each for
+requests and write words, a sink for responses). One coroutine runs every client, once a
+cycle at the falling edge of ``ap_clk``: it reads what the MC drives (response items,
+credit pulses), checks it, and drives the next cycle's request, write word and credit
+pulse, so each link moves in the cycle it is driven for.
 
 Checks made every cycle (an ``AssertionError`` names the channel and the cycle):
 
@@ -36,6 +37,7 @@ from spec.codes import BlockId, ErrorCode, McOp
 
 from . import fcov
 from .bfm import KernelBench
+from .bfm.credit import CocotbCreditSink, CocotbCreditSource, CreditError
 from .blocks import descriptor
 
 __all__ = ["McBench", "Client", "Request", "MC_GTKW_GROUPS"]
@@ -74,24 +76,29 @@ class Request:
 
 
 class Client:
-    """One client channel: a request queue, write words, a response buffer."""
+    """One client channel: a source of requests (``req``: its queue holds
+    :class:`Request` objects), a source of write words (``wdata``: ints), a sink of response
+    items (``resp``: its buffer)."""
 
     def __init__(self, bench, index, rng):
         self.bench, self.index, self.rng = bench, index, rng
-        self.dut_req = getattr(bench.dut, f"ch{index}__req__payload")
-        self.req_valid = getattr(bench.dut, f"ch{index}__req__valid")
-        self.req_credit = getattr(bench.dut, f"ch{index}__req__credit")
-        self.wd_payload = getattr(bench.dut, f"ch{index}__wdata__payload")
-        self.wd_valid = getattr(bench.dut, f"ch{index}__wdata__valid")
-        self.wd_credit = getattr(bench.dut, f"ch{index}__wdata__credit")
-        self.resp_payload = getattr(bench.dut, f"ch{index}__resp__payload")
-        self.resp_valid = getattr(bench.dut, f"ch{index}__resp__valid")
-        self.resp_credit = getattr(bench.dut, f"ch{index}__resp__credit")
-        self.req_credits, self.wd_credits = bench.req_depth, bench.wdata_depth
-        self.queue = deque()          # requests to send
-        self.words = deque()          # write words to send (ints)
+
+        def link(name):
+            return (getattr(bench.dut, f"ch{index}__{name}__{member}")
+                    for member in ("payload", "valid", "credit"))
+
+        # The draws are made in this order each cycle (a response taken, a request, a
+        # word), and only when the link could move: the seeds give the runs they gave.
+        self.resp = CocotbCreditSink(*link("resp"), ResponseLayout(bench.data_width),
+                                     bench.resp_depth, pause=lambda: rng.random() < self.stall,
+                                     name="the response buffer")
+        self.req = CocotbCreditSource(*link("req"), RequestLayout(), bench.req_depth,
+                                      fields=_request_fields, name="req",
+                                      pause=lambda: rng.random() < self.idle)
+        self.wdata = CocotbCreditSource(*link("wdata"), WriteWordLayout(bench.data_width),
+                                        bench.wdata_depth, fields=lambda word: {"data": word},
+                                        name="wdata", pause=lambda: rng.random() < self.idle)
         self.waiting = deque()        # sent, not fully answered
-        self.buffer = deque()         # response items the client holds
         self.answered = []
         self.idle = 0.0               # probability of not sending in a cycle
         self.stall = 0.0              # probability of not taking a response item
@@ -106,11 +113,20 @@ class Client:
             _, count = word_span(addr, length, self.bench.lanes)
             words = data if data is not None else self.rng.randbytes(count * self.bench.lanes)
             req.data = bytes(words)
-        self.queue.append(req)
+        self.req.send(req)
         return req
 
+    @property
+    def queue(self):
+        """Requests not yet sent."""
+        return self.req.queue
+
     def busy(self):
-        return bool(self.queue or self.words or self.waiting or self.buffer)
+        return not (self.req.idle and self.wdata.idle and not self.waiting and self.resp.idle)
+
+
+def _request_fields(req):
+    return {"op": req.op, "addr": req.addr, "length": req.length, "cls": req.cls, "id": req.id}
 
 
 class McBench(KernelBench):
@@ -135,16 +151,12 @@ class McBench(KernelBench):
         self.clients = [Client(self, i, random.Random(self.rng.getrandbits(32)))
                         for i in range(channels)]
         self.cycle = 0
-        self.req_layout = RequestLayout()
-        self.resp_layout = ResponseLayout(data_width)
-        self.word_layout = WriteWordLayout(data_width)
         self.failures = []
 
     def idle_inputs(self):
         for client in self.clients:
-            client.req_valid.value = 0
-            client.wd_valid.value = 0
-            client.resp_credit.value = 0
+            for link in (client.req, client.wdata, client.resp):
+                link.idle_inputs()
 
     async def after_reset(self):
         """The client loop runs from the falling edge that releases reset."""
@@ -181,49 +193,34 @@ class McBench(KernelBench):
         raise AssertionError(f"channel {client.index}, cycle {self.cycle}: {message}")
 
     def _step(self, c):
-        # What the MC drives this cycle.
-        if int(c.resp_valid.value):
-            if len(c.buffer) >= self.resp_depth:
-                self._fail(c, "response buffer overflow (the MC spent a credit it did not hold)")
-            c.buffer.append(self.resp_layout.from_bits(int(c.resp_payload.value)))
-        req_back, wd_back = int(c.req_credit.value), int(c.wd_credit.value)
-        # The client takes one buffered response item (or not) and returns its credit.
-        take = c.buffer and c.rng.random() >= c.stall
-        c.resp_credit.value = int(bool(take))
-        if take:
-            self._answer(c, c.buffer.popleft())
-        # Send a request and a write word when credits allow.
-        c.req_valid.value = 0
-        room = c.max_outstanding is None or len(c.waiting) < c.max_outstanding
-        if c.queue and c.req_credits and room and c.rng.random() >= c.idle:
-            req = c.queue.popleft()
-            c.req_valid.value = 1
-            c.dut_req.value = self.req_layout.const({
-                "op": req.op, "addr": req.addr, "length": req.length, "cls": req.cls,
-                "id": req.id}).as_bits()
-            c.req_credits -= 1
-            req.sent = self.cycle
-            if check_request(req.op, req.addr, req.length) == ErrorCode.NONE:
-                if req.op == McOp.READ:
-                    req.token = self.golden.read_begin(req.addr, req.length)
-                else:
-                    first, _ = word_span(req.addr, req.length, self.lanes)
-                    offset = req.addr - first
-                    req.token = self.golden.write_begin(
-                        req.addr, req.data[offset:offset + req.length])
-            if req.op == McOp.WRITE:
-                for k in range(0, len(req.data), self.lanes):
-                    c.words.append(int.from_bytes(req.data[k:k + self.lanes], "little"))
-            c.waiting.append(req)
-        c.wd_valid.value = 0
-        if c.words and c.wd_credits and c.rng.random() >= c.idle:
-            c.wd_valid.value = 1
-            c.wd_payload.value = self.word_layout.const({"data": c.words.popleft()}).as_bits()
-            c.wd_credits -= 1
-        c.req_credits += req_back
-        c.wd_credits += wd_back
-        if c.req_credits > self.req_depth or c.wd_credits > self.wdata_depth:
-            self._fail(c, "a credit came back that was never spent")
+        try:
+            # The MC's response item and credit pulses of this cycle; the client takes
+            # one buffered response item (or not) and returns its credit.
+            item = c.resp.cycle()
+            if item is not None:
+                self._answer(c, item)
+            # A request and a write word, when credits allow.
+            room = c.max_outstanding is None or len(c.waiting) < c.max_outstanding
+            req = c.req.cycle(hold=not room)
+            if req is not None:
+                self._sent(c, req)
+            c.wdata.cycle()
+        except CreditError as error:
+            self._fail(c, str(error))
+
+    def _sent(self, c, req):
+        req.sent = self.cycle
+        if check_request(req.op, req.addr, req.length) == ErrorCode.NONE:
+            if req.op == McOp.READ:
+                req.token = self.golden.read_begin(req.addr, req.length)
+            else:
+                first, _ = word_span(req.addr, req.length, self.lanes)
+                offset = req.addr - first
+                req.token = self.golden.write_begin(req.addr, req.data[offset:offset + req.length])
+        if req.op == McOp.WRITE:
+            for k in range(0, len(req.data), self.lanes):
+                c.wdata.send(int.from_bytes(req.data[k:k + self.lanes], "little"))
+        c.waiting.append(req)
 
     def _answer(self, c, item):
         if not c.waiting:
@@ -288,16 +285,19 @@ class McBench(KernelBench):
             if self.failures:
                 raise AssertionError(self.failures[0])
             if self.cycle - start > timeout_cycles:
-                stuck = [(c.index, len(c.queue), len(c.waiting), len(c.words)) for c in self.clients]
+                stuck = [(c.index, len(c.queue), len(c.waiting), len(c.wdata.queue))
+                         for c in self.clients]
                 raise AssertionError(f"no progress for {timeout_cycles} cycles "
                                      f"(channel, queued, waiting, words): {stuck}")
             await FallingEdge(self.dut.ap_clk)
         for _ in range(4):
             await FallingEdge(self.dut.ap_clk)
         for c in self.clients:
-            assert c.req_credits == self.req_depth and c.wd_credits == self.wdata_depth, (
-                f"channel {c.index}: credits {c.req_credits}/{c.wd_credits} at rest, "
-                f"not {self.req_depth}/{self.wdata_depth}: a credit was lost")
+            for link in (c.req, c.wdata):
+                try:
+                    link.check_all_back()
+                except CreditError as error:
+                    raise AssertionError(f"channel {c.index}: {error}") from None
         assert not self.ram.violations, self.ram.violations[:5]
         if self.failures:
             raise AssertionError(self.failures[0])

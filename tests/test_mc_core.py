@@ -4,7 +4,8 @@
 counter leaves its range, the arbiter grants one requester at a time, only to a
 requester, and no channel gets two answers in one cycle (an assertion failure stops the
 simulation). Two clients send random reads and writes (to overlapping bytes, a few of
-them refused) through the credit links, with random idle cycles; :class:`sim.bfm.PortMemory`
+them refused) through the credit links (:mod:`sim.bfm.credit`'s BFMs), with random idle
+cycles; :class:`sim.bfm.PortMemory`
 answers the memory port with random delays and back-pressure on all five streams. Every answer
 is checked against ``golden.mc`` and every credit must be back at the end.
 """
@@ -17,6 +18,7 @@ from amaranth.sim import Simulator
 
 from golden.mc import ByteMemoryModel, check_request, word_span
 from hdl.mc.core import McCore
+from sim.bfm.credit import SimCreditSink, SimCreditSource
 from sim.bfm.memport import PortMemory
 from spec.codes import ErrorCode, McOp, TrafficClass
 
@@ -26,43 +28,42 @@ MEMORY_REACH = 0x1_0000     # bytes of memory above the traffic's span (prefetch
 
 
 class _Client:
-    """One channel's client: requests and words under credits, a response buffer."""
+    """One channel's client: requests and words under credits (:mod:`sim.bfm.credit`'s
+    sources), a response buffer (its sink). Each link moves with probability 0.7 in a
+    cycle it could move in; a write's words may go from the cycle after its request."""
 
     def __init__(self, chan, rng, golden, count, lanes):
         self.chan, self.rng, self.golden, self.lanes = chan, rng, golden, lanes
-        self.credits = {"req": DEPTHS["req_depth"], "wdata": DEPTHS["wdata_depth"]}
-        self.queue, self.words, self.waiting, self.buffer = deque(), deque(), deque(), deque()
+
+        def pause():
+            return rng.random() >= 0.7
+
+        # Drawn in this order each cycle: a response taken, a request, a word.
+        self.resp = SimCreditSink(chan.resp, DEPTHS["resp_depth"], pause=pause,
+                                  name="the response buffer")
+        self.req = SimCreditSource(chan.req, DEPTHS["req_depth"], pause=pause, name="req",
+                                   fields=lambda r: dict(zip(("op", "addr", "length", "cls",
+                                                              "id"), r, strict=True)))
+        self.wdata = SimCreditSource(chan.wdata, DEPTHS["wdata_depth"], pause=pause,
+                                     name="wdata", fields=lambda word: {"data": word})
+        self.waiting = deque()
         for k in range(count):
             op = rng.choice(list(McOp))
             addr = BASE + rng.randrange(SPAN)
             length = 0 if rng.random() < 0.05 else rng.randint(1, 40)
-            self.queue.append((op, addr, length, rng.choice(list(TrafficClass)), k % 256))
+            self.req.send((op, addr, length, rng.choice(list(TrafficClass)), k % 256))
 
     def drive(self, ctx):
-        chan, rng = self.chan, self.rng
-        self.popped = bool(self.buffer) and rng.random() < 0.7
-        ctx.set(chan.resp.credit, self.popped)
-        self.sent = bool(self.queue and self.credits["req"]) and rng.random() < 0.7
-        ctx.set(chan.req.valid, self.sent)
-        if self.sent:
-            op, addr, length, cls, ident = self.queue[0]
-            ctx.set(chan.req.payload, {"op": op, "addr": addr, "length": length, "cls": cls,
-                                       "id": ident})
-        self.wsent = bool(self.words and self.credits["wdata"]) and rng.random() < 0.7
-        ctx.set(chan.wdata.valid, self.wsent)
-        if self.wsent:
-            ctx.set(chan.wdata.payload, {"data": self.words[0]})
+        self.popped = self.resp.drive(ctx)
+        self.sent = self.req.drive(ctx)
+        self.wdata.drive(ctx)
 
     def sample(self, ctx):
-        chan = self.chan
-        if self.popped:
-            self.answer(self.buffer.popleft())
-        if ctx.get(chan.resp.valid):
-            assert len(self.buffer) < DEPTHS["resp_depth"], "response buffer overflow"
-            self.buffer.append(ctx.get(chan.resp.payload))
-        if self.sent:
-            self.credits["req"] -= 1
-            op, addr, length, cls, ident = self.queue.popleft()
+        if self.popped is not None:
+            self.answer(self.popped)
+        self.resp.sample(ctx)
+        if self.sent is not None:
+            op, addr, length, cls, ident = self.sent
             good = check_request(op, addr, length) == ErrorCode.NONE
             first, count = word_span(addr, length, self.lanes)
             data = self.rng.randbytes(count * self.lanes)
@@ -72,16 +73,11 @@ class _Client:
             elif good:
                 token = self.golden.write_begin(addr, data[addr - first:addr - first + length])
             if op == McOp.WRITE:
-                self.words.extend(int.from_bytes(data[k:k + self.lanes], "little")
-                                  for k in range(0, len(data), self.lanes))
+                for k in range(0, len(data), self.lanes):
+                    self.wdata.send(int.from_bytes(data[k:k + self.lanes], "little"))
             self.waiting.append([op, addr, length, ident, token, []])
-        if self.wsent:
-            self.credits["wdata"] -= 1
-            self.words.popleft()
-        for link in ("req", "wdata"):
-            self.credits[link] += ctx.get(getattr(chan, link).credit)
-        assert self.credits["req"] <= DEPTHS["req_depth"], "req credit created"
-        assert self.credits["wdata"] <= DEPTHS["wdata_depth"], "wdata credit created"
+        self.req.sample(ctx)
+        self.wdata.sample(ctx)
 
     def answer(self, item):
         op, addr, length, ident, token, words = self.waiting[0]
@@ -106,7 +102,7 @@ class _Client:
             assert not bad, f"read {addr:#x}+{length}: {bad[:3]}"
 
     def idle(self):
-        return not (self.queue or self.words or self.waiting or self.buffer)
+        return self.req.idle and self.wdata.idle and not self.waiting and self.resp.idle
 
 
 @pytest.mark.parametrize("seed, channels, data_width", [(0, 2, 64), (1, 2, 64), (2, 1, 512),
@@ -141,9 +137,9 @@ def test_core_random_traffic_with_assertions(seed, channels, data_width):
         for _ in range(3):
             await ctx.tick()
         for client in clients:
-            for link in ("req", "wdata"):   # the last credit pulses
-                client.credits[link] += ctx.get(getattr(client.chan, link).credit)
-            assert client.credits == {"req": DEPTHS["req_depth"], "wdata": DEPTHS["wdata_depth"]}
+            for link in (client.req, client.wdata):
+                link.sample(ctx)            # the last credit pulses
+                link.check_all_back()
         for addr in range(BASE, BASE + SPAN + 64):
             assert image[addr] in golden.legal(addr), hex(addr)
 

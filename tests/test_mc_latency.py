@@ -1,8 +1,8 @@
 """The MC latency model (golden/mc_latency.py) against ``McCore`` in the Amaranth simulator.
 
-A client per channel sends its requests through the credit links, sends a write's words
-one a cycle from the request's cycle and takes every answer at once (its credit back the
-next cycle); :class:`sim.bfm.PortMemory` answers at a fixed latency, without
+A client per channel sends its requests through the credit links (:mod:`sim.bfm.credit`'s
+BFMs), sends a write's words one a cycle from the request's cycle and takes every answer
+at once (its credit back the next cycle); :class:`sim.bfm.PortMemory` answers at a fixed latency, without
 back-pressure; the prefetcher is off (WINDOW 0). Random reads and writes alone on an
 idle MC, then random pairs: a long read of a lower class on one channel and a decode
 request a few cycles later on another, which waits for the other class's bursts already
@@ -16,6 +16,7 @@ from amaranth.sim import Simulator
 
 from golden.mc_latency import McRequest, mc_cycles
 from hdl.mc.core import McCore
+from sim.bfm.credit import SimCreditSink, SimCreditSource
 from sim.bfm.memport import PortMemory
 from spec.codes import McOp, TrafficClass
 
@@ -34,49 +35,42 @@ def run_requests(reqs, channels, data_width, max_cycles=20_000):
     async def bench(ctx):
         ctx.set(dut.window, 0)
         order = sorted(range(len(reqs)), key=lambda i: (reqs[i].cycle, i))
-        queues = {c: [] for c in range(channels)}
-        words = {c: 0 for c in range(channels)}
-        waiting = {c: [] for c in range(channels)}
-        credits = {c: DEPTHS["req_depth"] for c in range(channels)}
-        wcredits = {c: DEPTHS["wdata_depth"] for c in range(channels)}
+        cycle = 0
+        links = []
+        for chan in dut.chans:
+            req = SimCreditSource(chan.req, DEPTHS["req_depth"], name="req",
+                                  fields=lambda i: {"op": reqs[i].op, "addr": reqs[i].addr,
+                                                    "length": reqs[i].length,
+                                                    "cls": reqs[i].cls, "id": i & 0xFF})
+            # A word's data is the cycle it is sent in.
+            wdata = SimCreditSource(chan.wdata, DEPTHS["wdata_depth"], name="wdata",
+                                    fields=lambda _: {"data": cycle})
+            links.append((req, wdata, SimCreditSink(chan.resp, DEPTHS["resp_depth"],
+                                                    name="resp"), []))
         for cycle in range(max_cycles):
             while order and reqs[order[0]].cycle <= cycle:
                 i = order.pop(0)
-                queues[reqs[i].chan].append(i)
-            for c in range(channels):
-                chan = dut.chans[c]
-                ctx.set(chan.resp.credit, 0)
-                go = bool(queues[c]) and credits[c] > 0
-                ctx.set(chan.req.valid, go)
-                if go:
-                    r = reqs[queues[c][0]]
-                    ctx.set(chan.req.payload, {"op": r.op, "addr": r.addr, "length": r.length,
-                                               "cls": r.cls, "id": queues[c][0] & 0xFF})
-                ctx.set(chan.wdata.valid, words[c] > 0 and wcredits[c] > 0)
-                ctx.set(chan.wdata.payload, {"data": cycle})
-            await ctx.delay(1e-9)
-            for c in range(channels):
-                chan = dut.chans[c]
-                if ctx.get(chan.req.valid):
-                    i = queues[c].pop(0)
-                    credits[c] -= 1
+                links[reqs[i].chan][0].send(i)
+            for req, wdata, resp, waiting in links:
+                wdata.drive(ctx)
+                i = req.drive(ctx)
+                if i is not None:       # its words go from the next cycle on
                     sent[i] = cycle
-                    waiting[c].append(i)
+                    waiting.append(i)
                     r = reqs[i]
                     if r.op == McOp.WRITE:
-                        words[c] += (r.addr + r.length - 1) // lanes - r.addr // lanes + 1
-                if ctx.get(chan.wdata.valid):
-                    words[c] -= 1
-                    wcredits[c] -= 1
-                if ctx.get(chan.resp.valid):
-                    ctx.set(chan.resp.credit, 1)
-                    if ctx.get(chan.resp.payload.last):
-                        i = waiting[c].pop(0)
-                        done[i] = cycle - sent[i]
+                        for _ in range((r.addr + r.length - 1) // lanes - r.addr // lanes + 1):
+                            wdata.send(i)
+                # Every answer is taken in the cycle it arrives: its credit goes back the
+                # next cycle.
+                item = resp.sample(ctx)
+                resp.drive(ctx)
+                if item is not None and item.last:
+                    i = waiting.pop(0)
+                    done[i] = cycle - sent[i]
+                req.sample(ctx)
+                wdata.sample(ctx)
             await ctx.tick()
-            for c in range(channels):
-                credits[c] += ctx.get(dut.chans[c].req.credit)
-                wcredits[c] += ctx.get(dut.chans[c].wdata.credit)
             if len(done) == len(reqs):
                 return
         raise AssertionError(f"{len(reqs) - len(done)} requests unanswered")

@@ -6,7 +6,10 @@
 * :mod:`sim.bfm.kernel`: :class:`KernelBench`, the base of the block benches (clock,
   reset, register master, ID and CAPS, interrupt, pauses);
 * :mod:`sim.bfm.memport`: :class:`PortMemory`, a memory on a block's memory port in the
-  Amaranth simulator (the core-level tests).
+  Amaranth simulator (the core-level tests);
+* :mod:`sim.bfm.credit`: credit links, payloads packed and unpacked through their ``data``
+  layouts (:func:`~sim.bfm.credit.pack`, :func:`~sim.bfm.credit.unpack`), and the
+  source and sink ends for cocotb and for the Amaranth simulator.
 """
 
 from .axi_mem import PAGE, PHYS_BITS, ErrorRange, GmemModel, ReadBurst, WriteBurst

@@ -16,10 +16,12 @@ from amaranth.sim import Simulator
 
 from golden.muon import zero_load_latency
 from golden.muon_latency import reserved_transfer_end, transfer_cycles
+from hdl.muon.layouts import FlitLayout
 from hdl.muon.mesh import Mesh, node_index
-from sim.muon_driver import FLIT
+from sim.bfm.credit import codec
 
 COLS, ROWS = 3, 3
+FLIT = codec(FlitLayout)
 
 
 def packet(src, dst, flits, vc=0, rsv_id=0):
@@ -27,12 +29,11 @@ def packet(src, dst, flits, vc=0, rsv_id=0):
     for i in range(flits):
         common = {"vc": vc, "head": int(i == 0), "tail": int(i == flits - 1)}
         if i == 0:
-            out.append(FLIT.pack(**common, **{
-                "data.header.src_x": src[0], "data.header.src_y": src[1],
-                "data.header.dst_x": dst[0], "data.header.dst_y": dst[1],
-                "data.header.cls": 7, "data.header.rsv_id": rsv_id}))
+            out.append(FLIT.pack({**common, "data": {"header": {
+                "src_x": src[0], "src_y": src[1], "dst_x": dst[0], "dst_y": dst[1], "cls": 7,
+                "rsv_id": rsv_id}}}))
         else:
-            out.append(FLIT.pack(**common, **{"data.payload": i}))
+            out.append(FLIT.pack({**common, "data": {"payload": i}}))
     return out
 
 

@@ -3,13 +3,14 @@
 Router (1, 1) of a 3×3 mesh, its neighbours played by the test: the west and east
 neighbours send on their links within the credits the router returns, the local node
 injects, and the north neighbour takes every flit of ``out_north`` and returns a credit
-for each. All traffic goes to router (1, 0), so three inputs compete for one network
-output. Checked:
+for each (the neighbours are :mod:`sim.bfm.credit`'s BFMs). All traffic goes to router
+(1, 0), so three inputs compete for one network output. Checked:
 
 * a lone flit crosses in ``MUON_HOP_CYCLES`` (2): injected in cycle t, on the link in t + 2;
-* every flit leaves on ``out_north``, each input's packets whole and in order, and the
-  credits the router holds for its west/east inputs never go negative (the buffers never
-  overflow);
+* every flit leaves on ``out_north``, each input's packets whole and in order, the
+  router never sends on ``out_north`` without a credit (the north buffer never
+  overflows) and never returns a credit to its west/east neighbours that they did not
+  spend (their credits never exceed the buffer depths);
 * class priority and the starvation bound at a network output: a cache-migrate packet
   from the local input waits while decode packets from west and east keep the output
   busy, for at least ``starve_limit`` allocations of other packets and at most
@@ -18,13 +19,15 @@ output. Checked:
 
 from amaranth.sim import Simulator
 
+from hdl.muon.layouts import FlitLayout
 from hdl.muon.router import Router
-from sim.muon_driver import FLIT
+from sim.bfm.credit import SimCreditSink, SimCreditSource, codec
 from sim.seed import test_seed
 from spec.codes import MUON_HOP_CYCLES, MuonPort, TrafficClass
 
-BE_DEPTH, STARVE = 8, 4
+BE_DEPTH, RSV_DEPTH, STARVE = 8, 4, 4
 TARGET = (1, 0)
+FLIT = codec(FlitLayout)
 
 
 def flits_of(src, serial, length, cls):
@@ -33,12 +36,11 @@ def flits_of(src, serial, length, cls):
     for i in range(length):
         common = {"vc": 0, "head": int(i == 0), "tail": int(i == length - 1)}
         if i == 0:
-            out.append(FLIT.pack(**common, **{
-                "data.header.src_x": src[0], "data.header.src_y": src[1],
-                "data.header.dst_x": TARGET[0], "data.header.dst_y": TARGET[1],
-                "data.header.cls": cls}))
+            out.append(FLIT.pack({**common, "data": {"header": {
+                "src_x": src[0], "src_y": src[1], "dst_x": TARGET[0], "dst_y": TARGET[1],
+                "cls": cls}}}))
         else:
-            out.append(FLIT.pack(**common, **{"data.payload": serial << 8 | i}))
+            out.append(FLIT.pack({**common, "data": {"payload": serial << 8 | i}}))
     return out
 
 
@@ -54,49 +56,51 @@ def same(a, b):
 def run_router(schedule, cycles):
     """``schedule(cycle, state) → None``: may append packets (lists of flits) to
     ``state['queues'][port]``. Returns what left on out_north, per cycle, and events."""
-    dut = Router(1, 1, 3, 3, be_depth=BE_DEPTH, starve_limit=STARVE)
+    dut = Router(1, 1, 3, 3, be_depth=BE_DEPTH, rsv_depth=RSV_DEPTH, starve_limit=STARVE)
     sim = Simulator(dut)
     sim.add_clock(1e-6)
     state = {"queues": {MuonPort.LOCAL: [], MuonPort.WEST: [], MuonPort.EAST: []},
              "out": [], "taken": [], "errors": []}
-    links = {MuonPort.WEST: dut.in_west, MuonPort.EAST: dut.in_east}
+
+    def vc(flit):
+        return FLIT.get(flit, "vc")
+
+    # The west and east neighbours send within the router's credits; the north one
+    # takes every flit the cycle after it arrived (:mod:`sim.bfm.credit`).
+    links = {port: SimCreditSource(link, (BE_DEPTH, RSV_DEPTH), lanes=2, lane=vc,
+                                   payload="flit", name=f"in_{port.name.lower()}")
+             for port, link in ((MuonPort.WEST, dut.in_west), (MuonPort.EAST, dut.in_east))}
+    north = SimCreditSink(dut.out_north, (BE_DEPTH, RSV_DEPTH), lanes=2, lane=vc,
+                          payload="flit", decode=int, name="out_north")
 
     async def bench(ctx):
         ctx.set(dut.max_age, (1 << 32) - 1)
-        credits = {port: BE_DEPTH for port in links}
-        current = {port: [] for port in state["queues"]}     # flits of the packet being sent
-        credit_back = 0
+        local = []                          # flits of the local packet being sent
         for cycle in range(cycles):
             ctx.set(dut.now, cycle)
             schedule(cycle, state)
-            offers = {}
-            for port, queue in state["queues"].items():
-                if not current[port] and queue:
-                    current[port] = list(queue.pop(0))
-                offers[port] = current[port][0] if current[port] else None
-            for port, link in links.items():
-                send = offers[port] is not None and credits[port] > 0
-                ctx.set(link.valid, send)
-                if send:
-                    ctx.set(link.flit.as_value(), offers[port])
-            ctx.set(dut.inject.valid, offers[MuonPort.LOCAL] is not None)
-            if offers[MuonPort.LOCAL] is not None:
-                ctx.set(dut.inject.payload.as_value(), offers[MuonPort.LOCAL])
-            ctx.set(dut.out_north.credit, credit_back)
+            for port, source in links.items():
+                if source.idle and state["queues"][port]:
+                    for flit in state["queues"][port].pop(0):
+                        source.send(flit)
+            if not local and state["queues"][MuonPort.LOCAL]:
+                local = list(state["queues"][MuonPort.LOCAL].pop(0))
+            for port, source in links.items():
+                flit = source.drive(ctx)
+                if flit is not None:
+                    state["taken"].append((cycle, port, flit))
+            ctx.set(dut.inject.valid, bool(local))
+            if local:
+                ctx.set(dut.inject.payload.as_value(), local[0])
+            north.drive(ctx)
             # What happens at this cycle's edge.
-            for port, link in links.items():
-                credits[port] += ctx.get(link.credit) & 1
-                if ctx.get(link.valid):
-                    credits[port] -= 1
-                    state["taken"].append((cycle, port, current[port].pop(0)))
-                if not 0 <= credits[port] <= BE_DEPTH:
-                    state["errors"].append(f"cycle {cycle}: {port.name} credits {credits[port]}")
-            if offers[MuonPort.LOCAL] is not None and ctx.get(dut.inject.ready):
-                state["taken"].append((cycle, MuonPort.LOCAL, current[MuonPort.LOCAL].pop(0)))
-            credit_back = 0
-            if ctx.get(dut.out_north.valid):
-                state["out"].append((cycle, ctx.get(dut.out_north.flit.as_value())))
-                credit_back = 1
+            for source in links.values():
+                source.sample(ctx)
+            if local and ctx.get(dut.inject.ready):
+                state["taken"].append((cycle, MuonPort.LOCAL, local.pop(0)))
+            flit = north.sample(ctx)
+            if flit is not None:
+                state["out"].append((cycle, flit))
             for name in ("out_east", "out_west", "out_south"):
                 if ctx.get(getattr(dut, name).valid):
                     state["errors"].append(f"cycle {cycle}: a flit left on {name}")

@@ -25,7 +25,6 @@ whatever the mesh size), so long runs stay fast on Verilator:
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
 
-from amaranth.lib import data
 from cocotb import start_soon
 from cocotb.triggers import RisingEdge
 
@@ -37,10 +36,11 @@ from spec.codes import BlockId, ErrorCode, MuonVc
 
 from . import fcov
 from .bfm import PERIOD_NS, KernelBench
+from .bfm.credit import codec
 from .blocks import descriptor
 from .muon_capture import write_capture
 
-__all__ = ["PERIOD_NS", "FieldCodec", "FLIT", "DROP", "Packet", "MuonBench", "ScoreboardError",
+__all__ = ["PERIOD_NS", "FLIT", "DROP", "Packet", "MuonBench", "ScoreboardError",
            "MUON_GTKW_GROUPS"]
 
 
@@ -66,48 +66,9 @@ class ScoreboardError(AssertionError):
     pass
 
 
-class FieldCodec:
-    """Pack and unpack integers with a ``data.Layout``'s field offsets (computed once
-    from the layout, so the testbench shares the RTL's definition and stays fast).
-    Field paths are dotted: ``"data.header.ts"``."""
-
-    def __init__(self, layout):
-        self.fields = {}
-        self._walk(data.Layout.cast(layout), "", 0)
-
-    def _walk(self, layout, prefix, base):
-        for name, fld in layout:
-            path = prefix + name
-            inner = data.Layout.cast(fld.shape) if _is_layout(fld.shape) else None
-            if inner is not None:
-                self._walk(inner, path + ".", base + fld.offset)
-            else:
-                self.fields[path] = (base + fld.offset, fld.width)
-
-    def pack(self, **values):
-        word = 0
-        for path, value in values.items():
-            offset, width = self.fields[path.replace("__", ".")]
-            if not 0 <= value < 1 << width:
-                raise ValueError(f"{path} = {value} does not fit in {width} bits")
-            word |= value << offset
-        return word
-
-    def get(self, word, path):
-        offset, width = self.fields[path]
-        return word >> offset & ((1 << width) - 1)
-
-
-def _is_layout(shape):
-    try:
-        data.Layout.cast(shape)
-    except TypeError:
-        return False
-    return True
-
-
-FLIT = FieldCodec(FlitLayout)
-DROP = FieldCodec(DropLayout)
+# Flits and drop events through their layouts (sim.bfm.credit's one packing path).
+FLIT = codec(FlitLayout)
+DROP = codec(DropLayout)
 _BODY_INDEX_BITS = 16
 
 
@@ -136,13 +97,12 @@ class Packet:
 
     def flit(self, index):
         head, tail = index == 0, index == self.length - 1
-        common = dict(vc=self.vc, head=int(head), tail=int(tail))
+        common = {"vc": self.vc, "head": int(head), "tail": int(tail)}
         if head:
-            return FLIT.pack(**common, **{
-                "data.header.src_x": self.src[0], "data.header.src_y": self.src[1],
-                "data.header.dst_x": self.dst[0], "data.header.dst_y": self.dst[1],
-                "data.header.cls": self.cls, "data.header.rsv_id": self.rsv_id})
-        return FLIT.pack(**common, **{"data.payload": self.serial << _BODY_INDEX_BITS | index})
+            return FLIT.pack({**common, "data": {"header": {
+                "src_x": self.src[0], "src_y": self.src[1], "dst_x": self.dst[0],
+                "dst_y": self.dst[1], "cls": self.cls, "rsv_id": self.rsv_id}}})
+        return FLIT.pack({**common, "data": {"payload": self.serial << _BODY_INDEX_BITS | index}})
 
     def record(self):
         """The packet as a capture record (``sim.muon_capture``)."""

@@ -281,10 +281,17 @@ class VectorCore(wiring.Component):
         m.d.comb += [mover.start.eq(go & s.op["indexed"]), mover.cmd.eq(cmd),
                      mover.abort.eq(s.abort)]
         again = Signal()                # a row command's next pass: read the operands again
+        use_y = Signal()                # RMSNORM's gamma: read in this pass
         row = s.op["row"]
-        m.d.comb += [again.eq(rows.again & row & ~s.abort),
-                     s.second.eq(rows.second & row & ~s.abort)]
-        s.rows, s.chunk_count, s.mover, s.again = rows, chunk_count, mover, again
+        # In the cycle of go the row unit is being reset: its outputs still show the
+        # previous command's last pass (pass 2 of an RMSNORM or SOFTMAX has use_y), so
+        # none of them counts then. Otherwise an RMSNORM right after one of them read
+        # gamma in its first pass too, and that read could still be answering when the
+        # reader restarted for the second pass, its words taken for the new x burst.
+        live = row & ~s.abort & ~go
+        m.d.comb += [again.eq(rows.again & live), s.second.eq(rows.second & live),
+                     use_y.eq(rows.use_y & ~go)]
+        s.rows, s.chunk_count, s.mover, s.again, s.use_y = rows, chunk_count, mover, again, use_y
 
     def _operands(self, m, s):
         """The contiguous operands: a reader's stream each, realigned, to the unit the
@@ -301,7 +308,7 @@ class VectorCore(wiring.Component):
         m.d.comb += src_hi.eq(cmd.src + n)
         operands = ((cmd.src, nbytes, ~op["gather"] & ~op["indexed"]),
                     (cmd.src2, Mux(rope, n, Mux(bcast, 2, Mux(dq_mem, 4, n << 1))),
-                     op["two"] | (op["rms"] & rows.use_y) | rope | bcast | dq_mem),
+                     op["two"] | (op["rms"] & s.use_y) | rope | bcast | dq_mem),
                     (cmd.src3, n, rope), (src_hi, n, split))
         for i, (addr, size, used) in enumerate(operands):
             realign = Realign(width)

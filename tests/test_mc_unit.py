@@ -5,8 +5,9 @@ import re
 import pytest
 
 from golden.mc import arbiter_grant_bound
+from hdl.common.credit import CreditSignature
 from hdl.mc.arbiter import grant_bound
-from hdl.mc.channel import ClientChannelSignature, CreditStreamSignature, RequestLayout
+from hdl.mc.channel import ClientChannelSignature, RequestLayout
 from sim.cli import main
 
 
@@ -34,7 +35,7 @@ def test_depths_are_checked():
     with pytest.raises(ValueError, match="resp_depth"):
         ClientChannelSignature(128, resp_depth=0)
     with pytest.raises(ValueError, match="depth"):
-        CreditStreamSignature(RequestLayout(), 257)
+        CreditSignature(RequestLayout(), 257)
     assert ClientChannelSignature(128) == ClientChannelSignature(128, 4, 16, 64)
 
 

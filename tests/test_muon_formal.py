@@ -33,7 +33,7 @@ def link_harness(*, spurious_credit=False):
     glitch = Signal()
     m.d.comb += [out.valid.eq(valid), out.vc.eq(vc), out.head.eq(head), out.tail.eq(tail),
                  out.block.eq(block), inp.pop.eq(pop & inp.valid),
-                 inp.w_valid.eq(out.link.valid), inp.w_flit.eq(out.link.flit),
+                 inp.w_valid.eq(out.link.valid), inp.w_flit.eq(out.link.payload),
                  out.link.credit.eq(inp.credit | (glitch if spurious_credit else 0))]
     crossbar = 0     # the router's crossbar: the granted input's flit
     for i in range(PORTS):
@@ -41,12 +41,13 @@ def link_harness(*, spurious_credit=False):
         crossbar = crossbar | Mux(out.grant[i], flits[i], 0)
     m.d.comb += out.flit.eq(crossbar)
     for v, depth in enumerate((BE_DEPTH, RSV_DEPTH)):
-        on_link = out.link.valid & (out.link.flit.vc == v)
+        on_link = out.link.valid & (out.link.payload.vc == v)
+        held, buffered = out._sender.count(v), inp._receiver.occupancy(v)
         m.d.comb += [
-            Assert(out._credits[v] <= depth, "a sender never holds more credits than the depth"),
-            Assert(out._credits[v] + on_link + inp._fifos[v].level + inp.credit[v] == depth,
+            Assert(held <= depth, "a sender never holds more credits than the depth"),
+            Assert(held + on_link + buffered + inp.credit[v] == depth,
                    "credits conserved"),
-            Assert(~on_link | inp._fifos[v].w_rdy, "a flit on the link finds room"),
+            Assert(~on_link | (buffered != depth), "a flit on the link finds room"),
         ]
     grant = out.grant
     m.d.comb += Assert((grant & (grant - 1)) == 0, "one grant per output per cycle")

@@ -68,10 +68,10 @@ def run_router(schedule, cycles):
     # The west and east neighbours send within the router's credits; the north one
     # takes every flit the cycle after it arrived (:mod:`sim.bfm.credit`).
     links = {port: SimCreditSource(link, (BE_DEPTH, RSV_DEPTH), lanes=2, lane=vc,
-                                   payload="flit", name=f"in_{port.name.lower()}")
+                                   name=f"in_{port.name.lower()}")
              for port, link in ((MuonPort.WEST, dut.in_west), (MuonPort.EAST, dut.in_east))}
     north = SimCreditSink(dut.out_north, (BE_DEPTH, RSV_DEPTH), lanes=2, lane=vc,
-                          payload="flit", decode=int, name="out_north")
+                          decode=int, name="out_north")
 
     async def bench(ctx):
         ctx.set(dut.max_age, (1 << 32) - 1)

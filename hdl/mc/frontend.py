@@ -6,6 +6,7 @@ from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
 from hdl.common.codes import ErrorCode
+from hdl.common.credit import CreditReceiver, CreditSender
 from spec.codes import McOp
 from spec.memory import PAGE_BYTES, PHYS_ADDR_BITS
 
@@ -14,8 +15,6 @@ from .channel import (
     ID_BITS,
     LENGTH_BITS,
     ClientChannelSignature,
-    CreditReceiver,
-    CreditSender,
     RequestLayout,
     ResponseLayout,
     WriteWordLayout,

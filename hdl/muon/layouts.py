@@ -10,8 +10,9 @@ from functools import cache
 
 from amaranth.hdl import unsigned
 from amaranth.lib import data, stream, wiring
-from amaranth.lib.wiring import In, Out
+from amaranth.lib.wiring import Out
 
+from hdl.common.credit import CreditSignature
 from spec.codes import MuonVc
 
 __all__ = [
@@ -107,13 +108,18 @@ class DropLayout(data.Struct):
     bad_dst: unsigned(1)
 
 
-class MuonLinkSignature(wiring.Signature):
-    """A router-to-router link with credit-based flow control, seen from the sender.
+class MuonLinkSignature(CreditSignature):
+    """A router-to-router link, seen from the sender: a link of the project's credit
+    protocol (:class:`hdl.common.credit.CreditSignature`, whose rules hold) with one
+    receiver buffer and one credit bit per virtual channel.
 
-    Rules:
+    Members: ``valid``, ``payload`` (a flit, :func:`flit_layout`; its ``vc`` field is
+    the VC it travels on), ``credit`` (one bit per VC, :class:`spec.codes.MuonVc`).
 
-    1. ``valid`` is high in a cycle in which ``flit`` is on the link. The receiver takes
-       every valid flit: there is no ready.
+    Rules (the credit protocol's, for flits):
+
+    1. ``valid`` is high in a cycle in which ``payload`` is on the link. The receiver
+       takes every valid flit: there is no ready.
     2. The receiver has a buffer of ``depth[vc]`` flits per virtual channel. The sender
        keeps one credit counter per VC, starting at that depth after reset, spends one
        credit per flit sent on that VC and never sends on a VC with no credit.
@@ -122,16 +128,15 @@ class MuonLinkSignature(wiring.Signature):
     4. So no buffer overflows, no flit is dropped on a link and no credit is created or
        lost: credits held + flits in flight + flits buffered + credits in flight = depth.
 
-    ``data_bits``: the flits' data width (:func:`flit_layout`).
+    ``data_bits``: the flits' data width (:func:`flit_layout`); ``be_depth`` /
+    ``rsv_depth``: the receiver's buffer depth of the best-effort / reserved VC, flits.
     """
 
-    def __init__(self, data_bits=FLIT_DATA_BITS):
+    def __init__(self, data_bits=FLIT_DATA_BITS, be_depth=8, rsv_depth=4):
         self.data_bits = data_bits
-        super().__init__({
-            "valid": Out(1),
-            "flit": Out(flit_layout(data_bits)),
-            "credit": In(VC_COUNT),
-        })
+        depths = [0] * VC_COUNT
+        depths[MuonVc.BEST_EFFORT], depths[MuonVc.RESERVED] = be_depth, rsv_depth
+        super().__init__(flit_layout(data_bits), tuple(depths), vcs=VC_COUNT)
 
 
 def FlitStreamSignature(data_bits=FLIT_DATA_BITS):

@@ -24,9 +24,9 @@ Arbitration of an output, each cycle:
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, wiring
-from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
+from hdl.common.credit import CreditReceiver, CreditSender
 from spec.codes import MuonPort, MuonVc
 
 from .layouts import (
@@ -157,7 +157,10 @@ class InputUnit(wiring.Component):
     the mesh (any input), or, on the best-effort VC, when this router is its
     destination and ``now - ts > max_age`` (TSP; not with ``stale_drop=False``). A
     discard asks ``drop_req`` and starts when ``drop_ack`` answers; the packet's body
-    flits are then discarded one a cycle. ``credit`` pulses one cycle after each freed slot, per VC.
+    flits are then discarded one a cycle. The buffers are a
+    :class:`hdl.common.credit.CreditReceiver`: ``credit`` pulses one cycle after each
+    freed slot, per VC; ``w_rdy`` (the injection port's ready) says a VC's buffer has
+    room.
     """
 
     def __init__(self, x, y, cols, rows, be_depth, rsv_depth, starve_limit, *, local,
@@ -167,9 +170,8 @@ class InputUnit(wiring.Component):
         self._depths = (be_depth, rsv_depth)
         self._limit, self._local = starve_limit, local
         self._flit = flit = flit_layout(flit_data_bits)
-        width = data.Layout.cast(flit).size
         # The buffers, one per VC (their levels are read by the formal proofs).
-        self._fifos = [SyncFIFO(width=width, depth=depth) for depth in self._depths]
+        self._receiver = CreditReceiver(flit, self._depths, vcs=VC_COUNT)
         super().__init__({
             "w_valid": In(1), "w_flit": In(flit), "w_rdy": Out(VC_COUNT),
             "credit": Out(VC_COUNT),
@@ -182,21 +184,22 @@ class InputUnit(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         (x, y), (cols, rows) = self._pos, self._size
-        fifos = self._fifos
+        m.submodules.rx = rx = self._receiver
         flit = self._flit
         incoming = flit(Signal(data.Layout.cast(flit).size, name="incoming"))
         m.d.comb += incoming.eq(self.w_flit)
         if self._local:  # TSP: the injection port writes the injection time
             with m.If(self.w_flit.head):
                 m.d.comb += incoming.data.header.ts.eq(self.now)
+        m.d.comb += [rx.i.valid.eq(self.w_valid), rx.i.payload.eq(incoming),
+                     self.credit.eq(rx.i.credit)]
 
         pops, drop_cands, fronts, ports = [], [], [], []
-        for vc, fifo in enumerate(fifos):
-            m.submodules[f"fifo{vc}"] = fifo
-            front = flit(fifo.r_data)
+        for vc, depth in enumerate(self._depths):
+            buffer = rx.o[vc]
+            front = buffer.payload
             header = front.data.header
-            m.d.comb += [fifo.w_data.eq(incoming), fifo.w_en.eq(self.w_valid & (self.w_flit.vc == vc)),
-                         self.w_rdy[vc].eq(fifo.w_rdy)]
+            m.d.comb += self.w_rdy[vc].eq(rx.occupancy(vc) != depth)
             route = Signal(3, name=f"route{vc}")       # port of the packet being sent
             dropping = Signal(name=f"dropping{vc}")    # discarding the body of a packet
             head_port = xy_port(m, x, y, header.dst_x, header.dst_y, f"head_port{vc}")
@@ -208,16 +211,15 @@ class InputUnit(wiring.Component):
                 m.d.comb += age.eq(self.now - header.ts)
                 bad = bad | ((head_port == MuonPort.LOCAL) & (age > self.max_age))
             cand = Signal(name=f"drop_cand{vc}")
-            m.d.comb += cand.eq(fifo.r_rdy & front.head & ~dropping & bad)
+            m.d.comb += cand.eq(buffer.valid & front.head & ~dropping & bad)
             pop = Signal(name=f"pop{vc}")
-            m.d.comb += fifo.r_en.eq(pop)
+            m.d.comb += buffer.ready.eq(pop)
             with m.If(pop & front.head):
                 m.d.sync += route.eq(head_port)
-            with m.If(dropping & fifo.r_rdy):
+            with m.If(dropping & buffer.valid):
                 m.d.comb += pop.eq(1)
                 with m.If(front.tail):
                     m.d.sync += dropping.eq(0)
-            m.d.sync += self.credit[vc].eq(pop)
             pops.append((pop, dropping, cand))
             drop_cands.append((cand, front, outside(header, cols, rows)))
             fronts.append(front)
@@ -234,7 +236,7 @@ class InputUnit(wiring.Component):
                     m.d.sync += pops[vc][1].eq(~front.tail)
 
         # Present one flit: the reserved VC first.
-        presentable = [fifos[vc].r_rdy & ~pops[vc][1] & ~pops[vc][2] for vc in range(VC_COUNT)]
+        presentable = [rx.o[vc].valid & ~pops[vc][1] & ~pops[vc][2] for vc in range(VC_COUNT)]
         passed = Signal(range(self._limit + 1))
         sel = Signal(name="sel_rsv")
         m.d.comb += [sel.eq(presentable[MuonVc.RESERVED]),
@@ -257,8 +259,9 @@ class InputUnit(wiring.Component):
 
 
 class OutputUnit(wiring.Component):
-    """One router output: per-VC wormhole locks and arbitration, credits, and the
-    output register (a link) or the ejection stream (``local``).
+    """One router output: per-VC wormhole locks and arbitration, and the link's
+    :class:`hdl.common.credit.CreditSender` (its credits, its output register) or the
+    ejection stream (``local``).
 
     Inputs, one bit (or key) per router input that can feed this output (``inputs`` of
     them, in port order): ``valid`` (a flit wants this output), ``vc``, ``head``,
@@ -273,10 +276,10 @@ class OutputUnit(wiring.Component):
         if not isinstance(inputs, int) or not 1 <= inputs <= PORTS:
             raise ValueError(f"an output has 1..{PORTS} inputs, not {inputs!r}")
         self._depths, self._local, self._n = (be_depth, rsv_depth), local, inputs
-        # The credit counters (a link output only), named for the formal proofs.
-        self._credits = [] if local else [
-            Signal(range(depth + 1), init=depth, name=f"credits{vc}")
-            for vc, depth in enumerate(self._depths)]
+        # The link's credit counters and output register (a link output only; the
+        # formal proofs read its counters).
+        self._sender = None if local else CreditSender(
+            flit_layout(flit_data_bits), self._depths, vcs=VC_COUNT, registered=True)
         n = inputs
         members = {
             "valid": In(n), "vc": In(n), "head": In(n), "tail": In(n),
@@ -287,7 +290,7 @@ class OutputUnit(wiring.Component):
         if local:
             members["eject"] = Out(FlitStreamSignature(flit_data_bits))
         else:
-            members["link"] = Out(MuonLinkSignature(flit_data_bits))
+            members["link"] = Out(MuonLinkSignature(flit_data_bits, be_depth, rsv_depth))
         super().__init__(members)
 
     def _lane(self, m, vc, requests, can_send, arbitrate):
@@ -327,8 +330,8 @@ class OutputUnit(wiring.Component):
             free = ~self.eject.valid | self.eject.ready
             can = (free, free)
         else:
-            credits = self._credits
-            can = tuple(c != 0 for c in credits)
+            m.submodules.tx = tx = self._sender
+            can = tuple(tx.count(vc) != 0 for vc in range(VC_COUNT))
         grant1, _, _ = self._lane(m, 1, self.valid & self.vc, can[1], lambda heads: heads)
         send1 = grant1.any()
         grant0, heads0, locked0 = self._lane(m, 0, self.valid & ~self.vc,
@@ -345,10 +348,9 @@ class OutputUnit(wiring.Component):
             with m.Elif(self.eject.ready):
                 m.d.sync += self.eject.valid.eq(0)
         else:
-            m.d.sync += [self.link.valid.eq(sent), self.link.flit.eq(flit)]
-            for vc, counter in enumerate(credits):
-                spent = sent & (flit.vc == vc)
-                m.d.sync += counter.eq(counter + self.link.credit[vc] - spent)
+            # A grant only goes to a VC with a credit, so the sender takes every flit.
+            m.d.comb += [tx.i.valid.eq(sent), tx.i.payload.eq(flit)]
+            wiring.connect(m, tx.o, wiring.flipped(self.link))
         return m
 
 
@@ -384,8 +386,8 @@ class Router(wiring.Component):
         self._args = (cols, rows, be_depth, rsv_depth, starve_limit)
         members = {"inject": In(FlitStreamSignature(fb)), "eject": Out(FlitStreamSignature(fb))}
         for port in DIRECTIONS:
-            members[f"out_{port.name.lower()}"] = Out(MuonLinkSignature(fb))
-            members[f"in_{port.name.lower()}"] = In(MuonLinkSignature(fb))
+            members[f"out_{port.name.lower()}"] = Out(MuonLinkSignature(fb, be_depth, rsv_depth))
+            members[f"in_{port.name.lower()}"] = In(MuonLinkSignature(fb, be_depth, rsv_depth))
         members.update({"dropped": Out(DropSignature()), "now": In(64), "max_age": In(32),
                         "block": In(PORTS)})
         super().__init__(members)
@@ -409,7 +411,7 @@ class Router(wiring.Component):
                              self.inject.ready.eq(unit.w_rdy.bit_select(self.inject.payload.vc, 1))]
             else:
                 link = getattr(self, f"in_{port.name.lower()}")
-                m.d.comb += [unit.w_valid.eq(link.valid), unit.w_flit.eq(link.flit),
+                m.d.comb += [unit.w_valid.eq(link.valid), unit.w_flit.eq(link.payload),
                              link.credit.eq(unit.credit)]
             ins[port] = unit
         feeds = {o: [i for i in FEEDS[o] if i in ins] for o in present}

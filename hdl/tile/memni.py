@@ -43,10 +43,9 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
+from hdl.common.credit import CreditReceiver, CreditSender
 from hdl.mc.channel import (
     ClientChannelSignature,
-    CreditReceiver,
-    CreditSender,
     RequestLayout,
     ResponseLayout,
     WriteWordLayout,

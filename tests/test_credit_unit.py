@@ -1,3 +1,4 @@
+# amaranth: UnusedElaboratable=no
 """The credit protocol's parameters (``hdl.common.credit``): fast checks without a
 simulator. Its behaviour is proved in ``tests/test_credit_formal.py``."""
 

@@ -299,7 +299,7 @@ class VectorCore(wiring.Component):
         elements; ROPE's cos and sin (half of x), split-half: x[:n/2], x[n/2:]."""
         width, bb = self.data_width, self.data_width // 8
         off_bits = exact_log2(bb)
-        cmd, op, n, split, rows = s.cmd, s.op, s.n, s.split, s.rows
+        cmd, op, n, split = s.cmd, s.op, s.n, s.split
         rope, bcast, dq_mem = op["rope"], op["bcast"], op["dq_mem"]
         nbytes = Signal(range(4 * MAX_LENGTH + 1))
         m.d.comb += nbytes.eq(Mux(op["scatter"], n << cmd.esize, Mux(op["wide_src"], n << 2,

@@ -1,7 +1,7 @@
 """Credit links in the testbenches: payloads packed through their ``data`` layouts, and
 the two ends of a link, :class:`CreditSource` and :class:`CreditSink`.
 
-A credit link (the MC's ``CreditStreamSignature``, the Muon's ``MuonLinkSignature``) has
+A credit link (``hdl.common.credit.CreditSignature``: the MC's client channels, the Muon's links) has
 ``valid``, a payload and ``credit``, and no ready. Its rules, as the BFMs check them:
 
 1. The source holds ``depth`` credits per lane at reset (one lane, or one per virtual

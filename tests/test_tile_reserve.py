@@ -68,53 +68,85 @@ def test_port_gate_holds_new_bursts_and_counts_outstanding():
 
 
 class _Model:
-    """The docstring's rules, cycle by cycle, for the MA, the VA and the migrate engine."""
+    """The docstring's rules, cycle by cycle, for the MA, the VA and the migrate engine:
+    each reserved command's position ``t`` from the cycle after its START, its phases
+    from the guard and RSV_SHARE taken at the START."""
 
-    def __init__(self, classes, guard):
+    def __init__(self, classes, guard, reserved=0, background=0):
         self.classes, self.guard = classes, guard
+        self.reserved, self.background = reserved, background
         self.run = {"ma": False, "va": False}
-        self.left = {"ma": 0, "va": 0}
+        self.t = {"ma": 0, "va": 0}
+        self.first = {"ma": False, "va": False}
+        self.plan = {"ma": (0, 0, 0), "va": (0, 0, 0)}     # guard, RESERVED, BACKGROUND
+
+    def phases(self, n):
+        """(guarding, closed, open) of n now."""
+        g, r, b = self.plan[n]
+        t = self.t[n]
+        guarding = self.first[n] and t < g
+        if b == 0:
+            return guarding, False, False
+        return guarding, not g <= t < g + r, t >= 2 * g + r
 
     def step(self, launch, busy, cls):
         go = {n: launch[n] and bool(self.classes >> cls[n] & 1) for n in self.run}
         running = dict(self.run)        # the holds are registers: from the cycle after
-        guarding = {n: self.left[n] != 0 for n in self.run}
-        hold = {n: guarding[n] or (not running[n] and any(running[k] for k in running if k != n))
+        flags = {n: self.phases(n) for n in self.run}
+        shut = {n: running[n] and not flags[n][2] for n in self.run}
+        hold = {n: flags[n][0] or (running[n] and flags[n][1])
+                or (not running[n] and any(shut[k] for k in shut if k != n))
                 for n in self.run}
-        hold["migrate"] = any(running.values())
+        hold["migrate"] = any(shut.values())
         for n in self.run:
+            g, r, b = self.plan[n]
+            period = 2 * g + r + b
             if go[n]:
-                self.run[n] = True
-                self.left[n] = self.guard
-            else:
-                if not busy[n]:
-                    self.run[n] = False
-                if self.left[n]:
-                    self.left[n] -= 1
+                self.run[n], self.t[n], self.first[n] = True, 0, True
+                self.plan[n] = (self.guard, max(self.reserved, 1) if self.background else 0,
+                                self.background)
+                continue
+            if b and running[n] and self.t[n] == period - 1:
+                self.t[n], self.first[n] = 0, False
+            elif self.t[n] < (period - 1 if b else g):
+                self.t[n] += 1
+            if not busy[n]:
+                self.run[n] = False
         return hold, any(running.values()), sum(go.values())
 
 
-@pytest.mark.parametrize("seed, classes, guard", [
-    (0, 1 << DECODE, 17), (1, 1 << DECODE | 1 << PREFILL, 5), (2, 1 << DECODE, 0),
-    (3, 1 << DECODE | 1 << PREFILL, 1), (4, 0, 5)])
-def test_reserve_control_against_a_model(seed, classes, guard):
+@pytest.mark.parametrize("seed, classes, guard, reserved, background", [
+    (0, 1 << DECODE, 17, 0, 0), (1, 1 << DECODE | 1 << PREFILL, 5, 0, 0),
+    (2, 1 << DECODE, 0, 0, 0), (3, 1 << DECODE | 1 << PREFILL, 1, 0, 0), (4, 0, 5, 0, 0),
+    (5, 1 << DECODE, 6, 9, 4), (6, 1 << DECODE | 1 << PREFILL, 3, 2, 7),
+    (7, 1 << DECODE, 0, 5, 3), (8, 1 << DECODE, 4, 0, 6), (9, 0, 4, 5, 6)])
+def test_reserve_control_against_a_model(seed, classes, guard, reserved, background):
     """Random commands of the MA and VA (random classes, lengths and gaps) under
-    RESERVE.CLASSES ``classes`` and RSV_GUARD ``guard``: every cycle's holds and
-    prefetch-off as the model's, and RSV_STARTS counts the reserved STARTs."""
+    RESERVE.CLASSES ``classes``, RSV_GUARD ``guard`` and RSV_SHARE ``reserved`` /
+    ``background``: every cycle's holds and prefetch-off as the model's, and RSV_STARTS
+    counts the reserved STARTs. The register values change between commands (taken at
+    each START)."""
     rng = random.Random(seed)
     print(f"seed {seed}")
     dut = ReserveControl()
-    model = _Model(classes, guard)
+    model = _Model(classes, guard, reserved, background)
 
     async def bench(ctx):
         ctx.set(dut.classes, classes)
-        ctx.set(dut.guard, guard)
         for n in ("ma", "va", "migrate"):
             ctx.set(getattr(dut, f"idle_{n}"), 1)
         left = {"ma": 0, "va": 0}
         cls = {"ma": DECODE, "va": DECODE}
         starts = 0
-        for _ in range(600):
+        for cycle in range(1200):
+            if cycle % 150 == 0:        # new values, sometimes while a command runs
+                model.guard = rng.choice([guard, guard + 1])
+                model.reserved = rng.choice([reserved, reserved + 2])
+                model.background = rng.choice([background, background + 1]) \
+                    if background else 0
+            ctx.set(dut.guard, model.guard)
+            ctx.set(dut.reserved, model.reserved)
+            ctx.set(dut.shared, model.background)
             launch = {}
             for n in ("ma", "va"):
                 launch[n] = left[n] == 0 and rng.random() < 0.05
@@ -128,7 +160,7 @@ def test_reserve_control_against_a_model(seed, classes, guard):
             hold, active, go = model.step(launch, busy, cls)
             starts += go
             for n in ("ma", "va", "migrate"):
-                assert ctx.get(getattr(dut, f"hold_{n}")) == hold[n], n
+                assert ctx.get(getattr(dut, f"hold_{n}")) == hold[n], (cycle, n)
             assert ctx.get(dut.prefetch_off) == active
             await ctx.tick()
             for n in ("ma", "va"):
@@ -138,6 +170,58 @@ def test_reserve_control_against_a_model(seed, classes, guard):
                     left[n] -= 1
         assert ctx.get(dut.starts) == starts
         assert (starts > 0) == (classes != 0)
+    simulate(dut, bench)
+
+
+def _schedule(guard, reserved, background, periods):
+    """The phases of the module docstring, cycle by cycle from the cycle after START."""
+    one = "G" * guard + "R" * reserved + "G" * guard + "B" * background
+    return one * periods
+
+
+@pytest.mark.parametrize("guard, reserved, background, delays", [
+    (5, 7, 4, (0, 3, 11)), (0, 3, 2, (1, 4)), (2, 0, 5, (0, 7)), (3, 1, 1, (2, 5))])
+def test_phase_schedule(guard, reserved, background, delays):
+    """A long reserved MA command under RSV_SHARE: from the cycle after its START its
+    bursts go only in the RESERVED phases, the migrate engine's and an unreserved VA's
+    only in the BACKGROUND phases, nobody's in the guards; the same schedule whatever
+    cycle the START came at (``delays``: idle cycles before it), RESERVED 0 read as 1
+    (the command still issues once a period), the prefetch off throughout. When the
+    command ends, the background issues at once."""
+    dut = ReserveControl()
+    phases = _schedule(guard, max(reserved, 1), background, 3)
+
+    async def bench(ctx):
+        ctx.set(dut.classes, 1 << DECODE)
+        ctx.set(dut.cls_ma, DECODE)
+        ctx.set(dut.cls_va, PREFILL)
+        ctx.set(dut.guard, guard)
+        ctx.set(dut.reserved, reserved)
+        ctx.set(dut.shared, background)
+        ctx.set(dut.busy_va, 1)
+        for n in ("ma", "va", "migrate"):
+            ctx.set(getattr(dut, f"idle_{n}"), 1)
+        seen = []
+        for delay in delays:
+            for _ in range(delay):
+                await ctx.tick()
+            ctx.set(dut.launch_ma, 1)
+            await ctx.tick()
+            ctx.set(dut.launch_ma, 0)
+            ctx.set(dut.busy_ma, 1)
+            got = ""
+            for _ in phases:
+                ma, va, mig = (ctx.get(getattr(dut, f"hold_{n}")) for n in ("ma", "va", "migrate"))
+                assert va == mig, "the unreserved VA is background"
+                assert ctx.get(dut.prefetch_off)
+                got += {(0, 1): "R", (1, 0): "B", (1, 1): "G"}[(ma, mig)]
+                await ctx.tick()
+            ctx.set(dut.busy_ma, 0)
+            await ctx.tick()
+            assert not ctx.get(dut.hold_migrate) and not ctx.get(dut.hold_va)
+            assert not ctx.get(dut.prefetch_off)
+            seen.append(got)
+        assert seen == [phases] * len(delays), (phases, seen)
     simulate(dut, bench)
 
 
@@ -180,4 +264,39 @@ def test_late_and_drain_max():
         await start(ctx, 13, dut.owed_ma)       # the reserved NI's own credits too
         assert (ctx.get(dut.starts), ctx.get(dut.late)) == (5, 3)
         assert 13 <= ctx.get(dut.drain_max) <= 14
+    simulate(dut, bench)
+
+
+def test_late_guards_between_phases():
+    """RSV_SHARE (guard 10, RESERVED 20, BACKGROUND 30: a period of 70 cycles): the
+    command's own burst still unanswered after the guard that follows RESERVED counts
+    one RSV_LATE, as the background's after the guard that follows BACKGROUND does; a
+    drain within its guard does not; RSV_DRAIN_MAX is the longest drain of any guard
+    (cycles from the guard's start)."""
+    dut = ReserveControl()
+    # (requester, first position unanswered, position answered): positions count from
+    # the cycle after START; the guards are 0..9, 30..39, 70..79, 100..109.
+    busy = [("ma", 25, 36), ("migrate", 65, 85), ("ma", 95, 112)]
+
+    async def bench(ctx):
+        ctx.set(dut.classes, 1 << DECODE)
+        ctx.set(dut.cls_ma, DECODE)
+        ctx.set(dut.guard, 10)
+        ctx.set(dut.reserved, 20)
+        ctx.set(dut.shared, 30)
+        ctx.set(dut.launch_ma, 1)
+        await ctx.tick()
+        ctx.set(dut.launch_ma, 0)
+        ctx.set(dut.busy_ma, 1)
+        lates = []
+        for t in range(130):
+            for n in ("ma", "va", "migrate"):
+                ctx.set(getattr(dut, f"idle_{n}"),
+                        not any(k == n and a <= t < b for k, a, b in busy))
+            await ctx.tick()
+            lates.append(ctx.get(dut.late))
+        # Counted the cycle after the two late guards end (positions 80 and 110).
+        assert [t for t in range(1, 130) if lates[t] != lates[t - 1]] == [80, 110], lates
+        assert ctx.get(dut.late) == 2 and ctx.get(dut.starts) == 1
+        assert ctx.get(dut.drain_max) == 85 - 70
     simulate(dut, bench)

@@ -135,6 +135,12 @@ def test_tile_registers():
         await regs.write_fields("RESERVE", classes=1 << TrafficClass.DECODE)
         await regs.write("RSV_GUARD", 77)
         assert (ctx.get(dut.rsv_classes), ctx.get(dut.rsv_guard)) == (0x80, 77)
+        # RSV_SHARE: reset 0 (no sharing), its two fields to the reservation control.
+        assert await regs.read_fields("RSV_SHARE") == {"RESERVED": 0, "BACKGROUND": 0}
+        assert (ctx.get(dut.rsv_reserved), ctx.get(dut.rsv_background)) == (0, 0)
+        await regs.write_fields("RSV_SHARE", reserved=300, background=0xFFFF)
+        assert (ctx.get(dut.rsv_reserved), ctx.get(dut.rsv_background)) == (300, 0xFFFF)
+        assert await regs.read("RSV_SHARE") == 0xFFFF << 16 | 300
         ctx.set(dut.rsv_starts, 12)
         ctx.set(dut.rsv_late, 3)
         ctx.set(dut.rsv_drain_max, 99)

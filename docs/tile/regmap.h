@@ -200,6 +200,16 @@ extern "C" {
 #define TILE__RSV_DRAIN_MAX__CYCLES_bp 0
 #define TILE__RSV_DRAIN_MAX__CYCLES_bw 16
 
+// reg - tile.RSV_SHARE
+#define TILE__RSV_SHARE__RESERVED_bm 0xffff
+#define TILE__RSV_SHARE__RESERVED_bp 0
+#define TILE__RSV_SHARE__RESERVED_bw 16
+#define TILE__RSV_SHARE__RESERVED_reset 0x0
+#define TILE__RSV_SHARE__BACKGROUND_bm 0xffff0000
+#define TILE__RSV_SHARE__BACKGROUND_bp 16
+#define TILE__RSV_SHARE__BACKGROUND_bw 16
+#define TILE__RSV_SHARE__BACKGROUND_reset 0x0
+
 // addrmap - tile
 typedef struct __attribute__ ((__packed__)) {
     volatile uint32_t ID;
@@ -225,10 +235,11 @@ typedef struct __attribute__ ((__packed__)) {
     volatile uint32_t RSV_STARTS;
     volatile uint32_t RSV_LATE;
     volatile uint32_t RSV_DRAIN_MAX;
+    volatile uint32_t RSV_SHARE;
 } tile_t;
 
 
-static_assert(sizeof(tile_t) == 0x74, "Packing error");
+static_assert(sizeof(tile_t) == 0x78, "Packing error");
 
 #ifdef __cplusplus
 }

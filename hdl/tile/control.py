@@ -243,7 +243,8 @@ class TileControl(wiring.Component):
     the tile's timebase), ``irq_<block>`` (``In(1)``) for each of :data:`IRQ_BLOCKS`,
     ``interrupt`` (``Out(1)``: their OR), ``cls_<node>`` (``Out(3)``) for each of
     :data:`CLASS_NODES`: the TRAFFIC_CLASS fields; ``rsv_classes`` (``Out(8)``,
-    RESERVE.CLASSES) and ``rsv_guard`` (``Out(16)``, RSV_GUARD); ``rsv_starts``,
+    RESERVE.CLASSES), ``rsv_guard`` (``Out(16)``, RSV_GUARD), ``rsv_reserved`` and
+    ``rsv_background`` (``Out(16)``, RSV_SHARE's fields); ``rsv_starts``,
     ``rsv_late`` (``In(32)``) and ``rsv_drain_max`` (``In(16)``) for RSV_STARTS,
     RSV_LATE, RSV_DRAIN_MAX (:mod:`hdl.tile.reserve`).
 
@@ -266,6 +267,7 @@ class TileControl(wiring.Component):
             "interrupt": Out(1),
             **{f"cls_{name}": Out(3) for name in CLASS_NODES},
             "rsv_classes": Out(8), "rsv_guard": Out(16),
+            "rsv_reserved": Out(16), "rsv_background": Out(16),
             "rsv_starts": In(32), "rsv_late": In(32), "rsv_drain_max": In(16),
         })
 
@@ -312,6 +314,8 @@ class TileControl(wiring.Component):
             m.d.comb += getattr(self, f"cls_{name}").eq(getattr(regs.traffic_class, name))
         m.d.comb += [self.rsv_classes.eq(regs.reserve.classes),
                      self.rsv_guard.eq(regs.rsv_guard.cycles),
+                     self.rsv_reserved.eq(regs.rsv_share.reserved),
+                     self.rsv_background.eq(regs.rsv_share.background),
                      regs.rsv_starts.count.eq(self.rsv_starts),
                      regs.rsv_late.count.eq(self.rsv_late),
                      regs.rsv_drain_max.cycles.eq(self.rsv_drain_max)]

@@ -295,10 +295,12 @@ REGISTERS = (
         "offset": 0x006C,
         "access": "RO",
         "read_strobe": False,
-        "description": ("Reserved commands whose guard ended before the background traffic "
-                        "had drained (a burst of another requester unanswered, credits still "
-                        "owed to it by the memory NI, or the MC busy): RSV_GUARD is too "
-                        "short, and such a command may see the background. Wraps at 2^32."),
+        "description": ("Guards of reserved commands that ended before the memory path had "
+                        "drained (a burst of any requester unanswered, credits still owed to "
+                        "one by the memory NI, or the MC busy): the START's guard and, with "
+                        "RSV_SHARE, every guard between two phases. RSV_GUARD is then too "
+                        "short, and the command may see the background (or the background "
+                        "its bursts). Wraps at 2^32."),
         "fields": (
             {"name": "COUNT", "lsb": 0, "width": 32, "access": "RO", "reset": None, "encode": None,
              "description": "Count."},
@@ -309,12 +311,36 @@ REGISTERS = (
         "offset": 0x0070,
         "access": "RO",
         "read_strobe": False,
-        "description": ("The most cycles from a reserved command's START until the "
-                        "background had drained, since reset (saturating): the least "
-                        "RSV_GUARD that would have been enough."),
+        "description": ("The most cycles from the start of a reserved command's guard (its "
+                        "START, or with RSV_SHARE a phase's end) until the memory path had "
+                        "drained, since reset (saturating): the least RSV_GUARD that would "
+                        "have been enough."),
         "fields": (
             {"name": "CYCLES", "lsb": 0, "width": 16, "access": "RO", "reset": None, "encode": None,
              "description": "Cycles."},
+        ),
+    },
+    {
+        "name": "RSV_SHARE",
+        "offset": 0x0074,
+        "access": "RW",
+        "read_strobe": False,
+        "description": ("Time-division sharing inside a reserved command "
+                        "(docs/tile/README.md, Reserved commands). BACKGROUND 0 (reset): no "
+                        "sharing, the command owns the memory path from its guard to its "
+                        "end. Otherwise its time, counted from its START, repeats: RSV_GUARD "
+                        "cycles (the background in flight drains), RESERVED cycles in which "
+                        "only it issues new bursts, RSV_GUARD cycles in which nobody does "
+                        "(its own bursts complete), BACKGROUND cycles in which only the "
+                        "other requesters do, until it ends. RESERVED below 1 reads as 1 "
+                        "while BACKGROUND is not 0, so a command always progresses. Taken at "
+                        "each START: write it while the blocks are idle."),
+        "fields": (
+            {"name": "RESERVED", "lsb": 0, "width": 16, "access": "RW", "reset": 0x0, "encode": None,
+             "description": ("Cycles of each RESERVED phase (1..65535; 0 reads as 1 while "
+                             "sharing).")},
+            {"name": "BACKGROUND", "lsb": 16, "width": 16, "access": "RW", "reset": 0x0, "encode": None,
+             "description": "Cycles of each BACKGROUND phase (0: no sharing)."},
         ),
     },
 )

@@ -35,17 +35,18 @@ still is from the background): the routers' round-robin state between them is no
 reset. The decode program runs its commands one at a time.
 """
 
-from amaranth.hdl import Cat, Module, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from hdl.common.memport import MemPortSignature
 from hdl.muon.layouts import CLASS_BITS
 
-__all__ = ["PortGate", "ReserveControl", "GUARD_BITS", "OUTSTANDING_BITS"]
+__all__ = ["PortGate", "ReserveControl", "GUARD_BITS", "MIN_RESERVED", "OUTSTANDING_BITS"]
 
 GUARD_BITS = 16
 OUTSTANDING_BITS = 10      # bursts a port can have unanswered (its NI takes far fewer)
+MIN_RESERVED = 1           # RSV_SHARE.RESERVED below this reads as it (while sharing)
 
 
 class PortGate(wiring.Component):
@@ -89,16 +90,21 @@ class ReserveControl(wiring.Component):
     with a command: ``launch_<n>``, ``busy_<n>``, ``cls_<n>`` in) and ``background``
     (always background: the migrate engine).
 
-    In: ``classes`` (RESERVE.CLASSES), ``guard`` (RSV_GUARD, cycles), ``idle_<n>`` of
-    every requester's :class:`PortGate`, ``owed_<n>`` (the memory NI owes requester n
+    In: ``classes`` (RESERVE.CLASSES), ``guard`` (RSV_GUARD, cycles), ``reserved`` and
+    ``shared`` (RSV_SHARE.RESERVED and .BACKGROUND, cycles), ``idle_<n>`` of every
+    requester's :class:`PortGate`, ``owed_<n>`` (the memory NI owes requester n
     credits), ``mc_busy`` (the MC has a request or an answer in flight).
     Out: ``hold_<n>`` for every requester, ``prefetch_off``, ``starts``, ``late``
     (32-bit counts), ``drain_max`` (cycles, saturating).
+
+    The guard and the schedule's lengths are taken at the START (a write while a
+    reserved command runs applies to the next one).
     """
 
     def __init__(self, reservable=("ma", "va"), background=("migrate",)):
         self.reservable, self.background = tuple(reservable), tuple(background)
         members = {"classes": In(1 << CLASS_BITS), "guard": In(GUARD_BITS),
+                   "reserved": In(GUARD_BITS), "shared": In(GUARD_BITS),
                    "mc_busy": In(1), "prefetch_off": Out(1), "starts": Out(32),
                    "late": Out(32), "drain_max": Out(GUARD_BITS)}
         for n in self.reservable:
@@ -111,54 +117,44 @@ class ReserveControl(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         every = self.reservable + self.background
-        running = {}        # a reserved command of n, from its launch to its end
-        launching = {}      # its START, this cycle
-        guarding = {}       # its guard: its own bursts held
+        schedules = {}
         for n in self.reservable:
             launch, busy = getattr(self, f"launch_{n}"), getattr(self, f"busy_{n}")
-            run = Signal(name=f"reserved_{n}")
             go = Signal(name=f"reserved_start_{n}")
             m.d.comb += go.eq(launch & self.classes.bit_select(getattr(self, f"cls_{n}"), 1))
-            with m.If(go):
-                m.d.sync += run.eq(1)
-            with m.Elif(~busy):
-                m.d.sync += run.eq(0)
-            # Held from the cycle after the launch (the core issues nothing before): every
-            # hold is a register, so no launch reaches a ready combinationally.
-            left = Signal(GUARD_BITS, name=f"guard_left_{n}")
-            with m.If(go):
-                m.d.sync += left.eq(self.guard)
-            with m.Elif(left != 0):
-                m.d.sync += left.eq(left - 1)
-            hold = Signal(name=f"guard_{n}")
-            m.d.comb += hold.eq(left != 0)
-            running[n], launching[n], guarding[n] = run, go, hold
-        active = Cat(running.values()).any()
+            m.submodules[f"schedule_{n}"] = s = _Schedule()
+            m.d.comb += [s.go.eq(go), s.busy.eq(busy), s.guard.eq(self.guard),
+                         s.reserved.eq(self.reserved), s.shared.eq(self.shared)]
+            schedules[n] = s
+        active = Cat(s.running for s in schedules.values()).any()
         for n in every:
-            own = running.get(n)
+            # Held by the reserved commands of the others unless each is in its
+            # BACKGROUND phase (a requester with no reserved command of its own).
+            others = Cat(s.running & ~s.open for k, s in schedules.items() if k != n).any()
+            own = schedules.get(n)
             if own is None:
-                m.d.comb += getattr(self, f"hold_{n}").eq(active)
+                m.d.comb += getattr(self, f"hold_{n}").eq(others)
             else:
-                others = Cat(v for k, v in running.items() if k != n).any()
-                m.d.comb += getattr(self, f"hold_{n}").eq(guarding[n] | (~own & others))
+                m.d.comb += getattr(self, f"hold_{n}").eq(
+                    own.guarding | (own.running & own.closed) | (~own.running & others))
         m.d.comb += self.prefetch_off.eq(active)
-        self._monitor(m, every, running, launching, guarding)
+        self._monitor(m, every, schedules)
         return m
 
-    def _monitor(self, m, every, running, launching, guarding):
+    def _monitor(self, m, every, schedules):
         """RSV_STARTS, RSV_LATE, RSV_DRAIN_MAX."""
         settled = Cat(~getattr(self, f"owed_{k}") for k in every).all()
-        for n in self.reservable:
-            background = Cat(getattr(self, f"idle_{k}") for k in every if k != n).all()
-            others = Cat(v for k, v in running.items() if k != n).any()
+        idle = Cat(getattr(self, f"idle_{k}") for k in every).all()
+        for n, s in schedules.items():
+            others = Cat(o.running for k, o in schedules.items() if k != n).any()
             drained = Signal(name=f"drained_{n}")
-            # During n's guard only the background (or another reserved command) can
-            # keep the MC busy: n's own bursts are held. Every requester's credits back
-            # (n's too) leaves the memory NI nothing to send.
-            m.d.comb += drained.eq(background & settled & (~self.mc_busy | others))
+            # In a guard of n only the bursts taken before it (n's or the background's)
+            # or another reserved command can keep the MC busy. Every requester's
+            # credits back (n's too) leaves the memory NI nothing to send.
+            m.d.comb += drained.eq(idle & settled & (~self.mc_busy | others))
             draining = Signal(name=f"draining_{n}")
             count = Signal(GUARD_BITS, name=f"drain_{n}")
-            with m.If(launching[n]):
+            with m.If(s.begin):
                 m.d.sync += [draining.eq(1), count.eq(0)]
             with m.Elif(draining):
                 with m.If(drained):
@@ -167,8 +163,67 @@ class ReserveControl(wiring.Component):
                         m.d.sync += self.drain_max.eq(count)
                 with m.Elif(count != (1 << GUARD_BITS) - 1):
                     m.d.sync += count.eq(count + 1)
+            in_guard = s.guarding | (s.running & s.between)
             was_guarding = Signal(name=f"was_guarding_{n}")
-            m.d.sync += was_guarding.eq(guarding[n])
-            with m.If(was_guarding & ~guarding[n] & draining & ~drained):
+            m.d.sync += was_guarding.eq(in_guard)
+            with m.If(was_guarding & ~in_guard & draining & ~drained):
                 m.d.sync += self.late.eq(self.late + 1)
-        m.d.sync += self.starts.eq(self.starts + sum(launching.values()))
+        m.d.sync += self.starts.eq(self.starts + sum(s.go for s in schedules.values()))
+
+
+class _Schedule(wiring.Component):
+    """One reservable requester's reserved command in time, from its START (``go``)
+    until ``busy`` falls: ``running``; ``guarding``, the START's guard (RSV_GUARD
+    cycles from the cycle after ``go``, whether or not the command still runs, as
+    without sharing); and with sharing (``shared`` != 0) the repeating phases after it,
+    meaningful while ``running``: ``closed`` (the command's new bursts held: every
+    phase but RESERVED), ``open`` (its BACKGROUND phase: the others may issue),
+    ``between`` (one of the later guards: the guard before BACKGROUND, and the guard
+    before each RESERVED after the first). ``begin``: a guard starts next cycle.
+
+    Position ``t`` counts the cycles from the cycle after ``go`` (0) and wraps at the
+    period ``2 * guard + max(reserved, MIN_RESERVED) + shared`` (sharing), or stops at
+    ``guard`` (no sharing: the command then owns the path to its end).
+    """
+
+    def __init__(self):
+        super().__init__({
+            "go": In(1), "busy": In(1),
+            "guard": In(GUARD_BITS), "reserved": In(GUARD_BITS), "shared": In(GUARD_BITS),
+            "running": Out(1), "guarding": Out(1), "closed": Out(1), "open": Out(1),
+            "between": Out(1), "begin": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        bits = GUARD_BITS + 2
+        t, first, share = Signal(bits), Signal(), Signal()
+        # The phase boundaries, from the START's register values.
+        g, r_end, own_end, period = (Signal(bits, name=x) for x in
+                                     ("guard_end", "reserved_end", "own_end", "period"))
+        with m.If(self.go):
+            m.d.sync += self.running.eq(1)
+        with m.Elif(~self.busy):
+            m.d.sync += self.running.eq(0)
+        r = Signal(GUARD_BITS)
+        m.d.comb += r.eq(Mux(self.reserved < MIN_RESERVED, MIN_RESERVED, self.reserved))
+        wrap = share & self.running & (t == period - 1)
+        with m.If(self.go):
+            m.d.sync += [t.eq(0), first.eq(1), share.eq(self.shared != 0), g.eq(self.guard),
+                         r_end.eq(self.guard + r), own_end.eq(2 * self.guard + r),
+                         period.eq(2 * self.guard + r + self.shared)]
+        with m.Elif(wrap):
+            m.d.sync += [t.eq(0), first.eq(0)]
+        with m.Elif(Mux(share, t < period - 1, t < g)):
+            m.d.sync += t.eq(t + 1)
+        reserved_phase = (t >= g) & (t < r_end)
+        m.d.comb += [
+            self.guarding.eq(first & (t < g)),
+            self.closed.eq(share & ~reserved_phase),
+            self.open.eq(share & (t >= own_end)),
+            self.between.eq(share & ((t < g) | ((t >= r_end) & (t < own_end)))),
+            # A guard starts next cycle: the START's, the guard after RESERVED, the
+            # guard after BACKGROUND (a guard of 0 cycles begins and ends at once).
+            self.begin.eq(self.go | (self.running & share & ((t == r_end - 1) | wrap))),
+        ]
+        return m

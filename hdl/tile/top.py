@@ -37,7 +37,8 @@ Inside (:class:`TileTop`):
   each requester and its NI, and the :class:`~hdl.tile.reserve.ReserveControl` that holds
   the background while a command of a reserved class (RESERVE.CLASSES) runs, holds that
   command's bursts for RSV_GUARD cycles after its START and turns the MC's prefetch off
-  meanwhile.
+  meanwhile; with RSV_SHARE, the command's time is a repeating schedule of phases in
+  which it and the background issue in turn.
 """
 
 from amaranth.hdl import Module
@@ -372,6 +373,8 @@ class TileTop(wiring.Component):
         for i, name in enumerate(units):
             m.d.comb += getattr(reserve, f"owed_{name}").eq(mem_ni.owed[i])
         m.d.comb += [reserve.classes.eq(control.rsv_classes), reserve.guard.eq(control.rsv_guard),
+                     reserve.reserved.eq(control.rsv_reserved),
+                     reserve.shared.eq(control.rsv_background),
                      reserve.mc_busy.eq(mc.busy), mc.prefetch_off.eq(reserve.prefetch_off),
                      control.rsv_starts.eq(reserve.starts), control.rsv_late.eq(reserve.late),
                      control.rsv_drain_max.eq(reserve.drain_max)]

@@ -5,14 +5,15 @@ commands").
 Every requester's memory traffic meets every other's on the way to memory: the memory
 NI's ejection port, its one input queue, the MC's arbiter and prefetch buffer, the
 memory bus. A command of a *reserved* class (the tile's RESERVE.CLASSES) therefore owns
-that whole path from its START to its end:
+that whole path from its START to its end (with sharing, RSV_SHARE, in its RESERVED
+phases only, 4):
 
 1. At the START of a reserved command (the MA's or the VA's, at a class whose bit is
    set in RESERVE.CLASSES), every other requester (the cache-migrate engine always, the
    MA or VA when its class is not reserved) stops issuing new bursts: a
    :class:`PortGate` in front of its NI holds ``rd_req`` and ``wr_req`` (a burst already
    taken completes, its write data included). They stay held until the reserved
-   command ends.
+   command ends (but for its BACKGROUND phases, 4).
 2. The reserved command's own bursts are held for RSV_GUARD cycles from the cycle
    after its START (always the same number of cycles), while the background traffic
    already in flight drains: after the guard the path holds nothing but the reserved
@@ -21,18 +22,45 @@ that whole path from its START to its end:
 3. While a reserved command runs the MC's prefetch buffer is off (its WINDOW reads as 0
    by the MC's core: no hit, no fill), so no line that background reads brought in, or
    evicted, changes the reserved command's reads.
+4. With sharing (RSV_SHARE.BACKGROUND != 0) the command's time, counted from the cycle
+   after its START (so the phases are the same whatever cycle the START came at),
+   repeats until the command ends::
 
-So a reserved command starts, after its guard, on an idle memory path in the same
-state every time, and its cycles depend only on its own requests (and the memory's
-latency). RSV_STARTS counts the reserved STARTs, RSV_LATE those whose guard ended before
-the path had drained (a burst of another requester unanswered, credits the memory NI
-still owes any requester, or the MC busy: a guard too short for the background in
-flight, and the command may then jitter), RSV_DRAIN_MAX the longest drain seen (cycles
-from START).
+       guard | RESERVED | guard | BACKGROUND | guard | RESERVED | guard | ...
+
+   each guard RSV_GUARD cycles, RESERVED and BACKGROUND RSV_SHARE's fields (RESERVED
+   below :data:`MIN_RESERVED` reads as it, so the command issues in every period and
+   always ends). Only the reserved command issues new bursts in RESERVED, only the
+   others (the background) in BACKGROUND, nobody in a guard: the guard after RESERVED
+   lets the command's own bursts complete, the guard after BACKGROUND the background's.
+   The prefetch stays off throughout. The guard, RESERVED and BACKGROUND are taken at
+   the START. Without sharing the first guard is followed by RESERVED to the end.
+
+So each RESERVED phase starts on an idle memory path in the same state (every burst
+answered, every NI's credits back, the MC idle, no packet in the mesh), and the command
+between its phases sees nothing of the background: its cycles depend only on its own
+requests (and the memory's latency). The state the background leaves behind is none
+the command can see: the queues are empty; the arbiters between requesters (the
+routers', the memory NI's input, the MC's between classes) see only the reserved
+command's traffic in a RESERVED phase, and one command's read and write packets never
+meet at a router's output (XY routes, opposite directions); the two one-bit turns its
+reads and writes meet at (the MC's channel round robin, the memory NI's READ_DATA /
+WRITE_DONE turn) are set by each grant, so the background's last one decides only a
+tie at a RESERVED phase's first grant or first answer (on an idle path the command's
+first request reaches the MC alone; clearing those two turns at each RESERVED phase
+would need an input on the MC and the memory NI).
+
+RSV_STARTS counts the reserved STARTs, RSV_LATE the guards (the START's and, with
+sharing, each one between phases) that ended before the path had drained (a burst of
+any requester unanswered, credits the memory NI still owes any requester, or the MC
+busy: a guard too short for the traffic in flight, and the command may then jitter,
+or the background see its bursts), RSV_DRAIN_MAX the longest drain seen (cycles from
+the guard's start). A guard of 0 cycles is never late.
 
 Two reserved commands that overlap in time are not isolated from each other (each
-still is from the background): the routers' round-robin state between them is not
-reset. The decode program runs its commands one at a time.
+still is from the background, which then issues only while both are in BACKGROUND):
+the routers' round-robin state between them is not reset. The decode program runs its
+commands one at a time.
 """
 
 from amaranth.hdl import Cat, Module, Mux, Signal

@@ -64,6 +64,19 @@ def test_port_gate_holds_new_bursts_and_counts_outstanding():
         ctx.set(down.wr_resp.valid, 0)
         await ctx.tick()
         assert ctx.get(dut.idle)
+        # A request offered and not taken stays offered when the hold comes, until taken.
+        ctx.set(down.rd_req.ready, 0)
+        ctx.set(up.rd_req.valid, 1)
+        await ctx.tick()
+        ctx.set(dut.hold, 1)
+        for _ in range(3):
+            assert ctx.get(down.rd_req.valid) and not ctx.get(up.rd_req.ready)
+            await ctx.tick()
+        ctx.set(down.rd_req.ready, 1)
+        assert ctx.get(down.rd_req.valid) and ctx.get(up.rd_req.ready)
+        await ctx.tick()                    # taken while held: the next one is held
+        assert not ctx.get(down.rd_req.valid) and not ctx.get(up.rd_req.ready)
+        assert not ctx.get(dut.idle)
     simulate(dut, bench)
 
 

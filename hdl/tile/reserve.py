@@ -80,7 +80,11 @@ MIN_RESERVED = 1           # RSV_SHARE.RESERVED below this reads as it (while sh
 class PortGate(wiring.Component):
     """A memory port passed through (``up``: the block's, served; ``down``: to its NI),
     whose new bursts are held while ``hold`` (``rd_req`` and ``wr_req`` neither offered
-    nor taken; every other stream passes, so a burst already taken completes).
+    nor taken; every other stream passes, so a burst already taken completes). A
+    request already offered on ``down`` and not yet taken stays offered until it is
+    (a stream's valid never falls before its ready: what is downstream may hold its
+    choice, as :class:`~hdl.common.memport.MemPortArbiter` does), so it is one more
+    burst for the guard to drain.
     ``idle``: no burst taken and unanswered (read bursts until their ``last`` word,
     write bursts until their response)."""
 
@@ -100,7 +104,11 @@ class PortGate(wiring.Component):
             a, b = getattr(up, name), getattr(down, name)
             if name.endswith("resp"):       # memory to block
                 a, b = b, a
-            go = ~self.hold if held else 1
+            go = 1
+            if held:
+                offered = Signal(name=f"{name}_offered")
+                m.d.sync += offered.eq(b.valid & ~b.ready)
+                go = ~self.hold | offered
             m.d.comb += [b.payload.eq(a.payload), b.valid.eq(a.valid & go),
                          a.ready.eq(b.ready & go)]
         reads, writes = Signal(OUTSTANDING_BITS), Signal(OUTSTANDING_BITS)

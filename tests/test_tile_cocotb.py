@@ -34,7 +34,8 @@ constant VC bit of the NIs' flits; UNSIGNED, a window compare of the mesh's rese
 slots (waived when the tile's one slot was constant; kept since its RBR arbiter drives
 them)."""
 TESTS = ["identity", "ma_gemm", "va_silu", "migrate_copy", "outside_windows",
-         "interrupt_source", "all_at_once", "reservations", "reserved_commands"]
+         "interrupt_source", "all_at_once", "reservations", "reserved_commands",
+         "reserved_sharing"]
 
 
 @cache

@@ -311,18 +311,96 @@ async def all_at_once(dut):
     assert not bench.ram.violations, "\n".join(bench.ram.violations)
 
 
-async def _timed(bench, block, cmd):
+async def _timed(bench, block, cmd, spans=None):
     """Write ``cmd`` to ``block`` ("ma" or "va"), START it, wait for DONE; its cycles:
-    the CTR minus the timebase at START's response."""
+    the CTR minus the timebase at START's response. ``spans``: a list to append the
+    command's (first, end) edges of the memory's timing to."""
     view = getattr(bench, block)
     regs = bench.block_regs(block)
     await view.write_command(cmd)
     await regs.write("START", 1)
-    started = bench.now()
+    started, edge = bench.now(), bench.ram.timing.edge()
     await _wait_done(regs, block, 200_000, bench)
     lo = await regs.read("CTR_LO")
     hi = await regs.read("CTR_HI")
-    return (hi << 32 | lo) - started
+    cycles = (hi << 32 | lo) - started
+    if spans is not None:
+        spans.append((edge, edge + cycles))
+    return cycles
+
+
+COPY_SRC, COPY_DST, COPY_LENGTH = 0x5000_0000, 0x5100_0000, 1 << 19
+
+
+class _ReservedBench:
+    """The reserved-command cases' set-up: RESERVE.CLASSES = decode, an MA int8 32³ GEMM
+    and a VA SILU of 1000 with their golden results, and a 512 KiB migrate copy to run
+    beside them."""
+
+    @classmethod
+    async def create(cls, dut):
+        self = cls()
+        self.bench, rng = await new_tile(dut)
+        tile, ma, va = self.bench.regs, self.bench.ma, self.bench.va
+        await tile.write_fields("RESERVE", classes=1 << TrafficClass.DECODE)
+        await ma.set_tat(_wide())
+        a, b = operands(rng, MaMode.INT8, GEMM, GEMM, GEMM)
+        self.cmd = Command(mode=MaMode.INT8, m=GEMM, k=GEMM, n=GEMM, a_addr=0x10000,
+                           b_addr=0x20000, c_addr=0x40000, lda=GEMM, ldb=GEMM, ldc=4 * GEMM)
+        ma.place(a, self.cmd.a_addr, self.cmd.lda)
+        ma.place(b, self.cmd.b_addr, self.cmd.ldb)
+        self.expected_c = golden_gemm(MaMode.INT8, a, b, None)
+        self.vcmd = silu(va, rng, SILU_LENGTH)
+        self.golden_window = va.image.copy()
+        execute(self.vcmd, MemoryWindow(va.origin, self.golden_window), lanes=L)
+        self.data = rng.randbytes(COPY_LENGTH)
+        return self
+
+    async def run_both(self, label, spans=None):
+        """The GEMM then the SILU, each checked against golden; their cycles."""
+        bench, ma, va = self.bench, self.bench.ma, self.bench.va
+        ma_cycles = await _timed(bench, "ma", self.cmd, spans)
+        got = ma.fetch(self.cmd.c_addr, GEMM, GEMM, np.int32, self.cmd.ldc)
+        assert np.array_equal(got, self.expected_c), f"{label}: C differs from golden.ma"
+        va_cycles = await _timed(bench, "va", self.vcmd, spans)
+        assert np.array_equal(va.window_bytes(), self.golden_window), f"{label}: VA window"
+        return ma_cycles, va_cycles
+
+    async def start_copy(self):
+        self.bench.ram.mem.write(COPY_SRC, self.data)
+        self.mig = self.bench.block_regs("migrate")
+        for name, value in (("SRC", COPY_SRC), ("DST", COPY_DST)):
+            await self.mig.write(f"{name}_LO", value & 0xFFFFFFFF)
+            await self.mig.write(f"{name}_HI", value >> 32)
+        await self.mig.write("LENGTH", COPY_LENGTH)
+        await self.mig.write("START", 1)
+        await self.bench.cycles(300)
+
+    def copy_beats(self, span):
+        """The copy's read and write beats on ``m_axi_gmem`` in ``span`` (edges): read
+        beats by their data's first edge, write bursts by their last W beat's."""
+        ram, (first, end) = self.bench.ram, span
+        rd = sum(b.beats for b in ram.reads if COPY_SRC <= b.addr < COPY_SRC + COPY_LENGTH
+                 and first <= b.edge + ram.read_latency < end)
+        wr = sum(b.beats for b in ram.writes if COPY_DST <= b.addr < COPY_DST + COPY_LENGTH
+                 and first <= b.edge < end)
+        return rd, wr
+
+    async def check_copy(self):
+        """The copy still runs; what it wrote so far is the source's."""
+        assert (await self.mig.read_fields("STATUS"))["BUSY"], "the copy ended before the last run"
+        ram = self.bench.ram
+        written = [w for w in ram.writes if COPY_DST <= w.addr < COPY_DST + COPY_LENGTH]
+        assert written, "the copy wrote nothing"
+        for w in written:
+            n, at = w.beats * BUS, w.addr - COPY_DST
+            assert bytes(ram.mem.read(w.addr, n)) == self.data[at: at + n], \
+                f"the copy's burst at {w.addr:#x} differs from its source"
+        assert not ram.violations, "\n".join(ram.violations)
+
+    async def counters(self):
+        return {name: await self.bench.regs.read(name)
+                for name in ("RSV_STARTS", "RSV_LATE", "RSV_DRAIN_MAX")}
 
 
 @cocotb.test()
@@ -333,46 +411,15 @@ async def reserved_commands(dut):
     guard ends late, RSV_STARTS counts them; the copy runs on between them, and every
     burst it wrote is the source's. Then, unreserved, the same GEMM beside the copy (its
     cycles printed: the background's effect)."""
-    bench, rng = await new_tile(dut)
-    tile, ma, va = bench.regs, bench.ma, bench.va
-    await tile.write_fields("RESERVE", classes=1 << TrafficClass.DECODE)
-    guard = await tile.read("RSV_GUARD")
-    await ma.set_tat(_wide())
-    a, b = operands(rng, MaMode.INT8, GEMM, GEMM, GEMM)
-    cmd = Command(mode=MaMode.INT8, m=GEMM, k=GEMM, n=GEMM, a_addr=0x10000, b_addr=0x20000,
-                  c_addr=0x40000, lda=GEMM, ldb=GEMM, ldc=4 * GEMM)
-    ma.place(a, cmd.a_addr, cmd.lda)
-    ma.place(b, cmd.b_addr, cmd.ldb)
-    expected_c = golden_gemm(MaMode.INT8, a, b, None)
-    vcmd = silu(va, rng, SILU_LENGTH)
-    golden_window = va.image.copy()
-    execute(vcmd, MemoryWindow(va.origin, golden_window), lanes=L)
-
-    async def run_both(label):
-        ma_cycles = await _timed(bench, "ma", cmd)
-        got = ma.fetch(cmd.c_addr, GEMM, GEMM, np.int32, cmd.ldc)
-        assert np.array_equal(got, expected_c), f"{label}: C differs from golden.ma"
-        va_cycles = await _timed(bench, "va", vcmd)
-        assert np.array_equal(va.window_bytes(), golden_window), f"{label}: VA window"
-        return ma_cycles, va_cycles
-
-    quiet = await run_both("idle tile")
-    src, dst, length = 0x5000_0000, 0x5100_0000, 1 << 19
-    data = rng.randbytes(length)
-    bench.ram.mem.write(src, data)
-    mig = bench.block_regs("migrate")
-    for name, value in (("SRC", src), ("DST", dst)):
-        await mig.write(f"{name}_LO", value & 0xFFFFFFFF)
-        await mig.write(f"{name}_HI", value >> 32)
-    await mig.write("LENGTH", length)
-    await mig.write("START", 1)
-    await bench.cycles(300)
-    loaded = [await run_both(f"beside the copy, run {k}") for k in range(3)]
-    counters = {name: await tile.read(name) for name in ("RSV_STARTS", "RSV_LATE",
-                                                         "RSV_DRAIN_MAX")}
-    await tile.write_fields("RESERVE", classes=0)
-    unreserved = [await _timed(bench, "ma", cmd) for _ in range(2)]
-    assert (await mig.read_fields("STATUS"))["BUSY"], "the copy ended before the last run"
+    rsv = await _ReservedBench.create(dut)
+    guard = await rsv.bench.regs.read("RSV_GUARD")
+    quiet = await rsv.run_both("idle tile")
+    await rsv.start_copy()
+    loaded = [await rsv.run_both(f"beside the copy, run {k}") for k in range(3)]
+    counters = await rsv.counters()
+    await rsv.bench.regs.write_fields("RESERVE", classes=0)
+    unreserved = [await _timed(rsv.bench, "ma", rsv.cmd) for _ in range(2)]
+    await rsv.check_copy()
     print(f"PERF reserved_commands guard {guard}: MA 32³ {quiet[0]} idle, "
           f"{[c[0] for c in loaded]} beside the copy; VA SILU {quiet[1]} idle, "
           f"{[c[1] for c in loaded]} beside the copy; unreserved MA beside the copy "
@@ -380,14 +427,47 @@ async def reserved_commands(dut):
     assert all(c == quiet for c in loaded), f"reserved cycles moved: {quiet} idle, {loaded}"
     assert counters["RSV_STARTS"] == 8 and counters["RSV_LATE"] == 0, counters
     assert counters["RSV_DRAIN_MAX"] <= guard, counters
-    # What the copy wrote so far (it runs on) is the source's.
-    written = [w for w in bench.ram.writes if dst <= w.addr < dst + length]
-    assert written, "the copy wrote nothing"
-    for w in written:
-        n = w.beats * BUS
-        assert bytes(bench.ram.mem.read(w.addr, n)) == data[w.addr - dst: w.addr - dst + n], \
-            f"the copy's burst at {w.addr:#x} differs from its source"
-    assert not bench.ram.violations, "\n".join(bench.ram.violations)
+
+
+SHARE = (128, 384)      # reserved_sharing's RSV_SHARE: RESERVED, BACKGROUND cycles
+SHARE_GOAL = 0.25       # the copy's least share of each channel in a reserved command
+
+
+@cocotb.test()
+async def reserved_sharing(dut):
+    """``reserved_commands`` with RSV_SHARE = :data:`SHARE` (time-division sharing
+    inside a reserved command): the GEMM and the SILU take the same cycles beside the
+    copy as on the idle tile (three runs each), bit for bit, no guard late (the START's
+    nor any between phases), and in each run of each command the copy's read beats and
+    its write beats on ``m_axi_gmem`` are each at least :data:`SHARE_GOAL` of the
+    command's cycles. RSV_SHARE = 0 afterwards gives the unshared cycles back."""
+    rsv = await _ReservedBench.create(dut)
+    tile = rsv.bench.regs
+    guard = await tile.read("RSV_GUARD")
+    await tile.write_fields("RSV_SHARE", reserved=SHARE[0], background=SHARE[1])
+    quiet = await rsv.run_both("idle tile, shared")
+    await rsv.start_copy()
+    spans = []
+    loaded = [await rsv.run_both(f"beside the copy, shared, run {k}", spans)
+              for k in range(3)]
+    counters = await rsv.counters()
+    await tile.write("RSV_SHARE", 0)
+    unshared = await rsv.run_both("beside the copy, unshared")
+    await rsv.check_copy()
+    shares = []
+    for first, end in spans:
+        rd, wr = rsv.copy_beats((first, end))
+        shares.append((rd / (end - first), wr / (end - first)))
+    print(f"PERF reserved_sharing guard {guard} share {SHARE}: MA 32³ {quiet[0]} idle, "
+          f"{[c[0] for c in loaded]} beside the copy, {unshared[0]} unshared; VA SILU "
+          f"{quiet[1]} idle, {[c[1] for c in loaded]} beside the copy, {unshared[1]} "
+          f"unshared; the copy's read / write share in each command "
+          f"{[(round(r, 3), round(w, 3)) for r, w in shares]}; {counters}")
+    assert all(c == quiet for c in loaded), f"reserved cycles moved: {quiet} idle, {loaded}"
+    assert counters["RSV_STARTS"] == 8 and counters["RSV_LATE"] == 0, counters
+    assert counters["RSV_DRAIN_MAX"] <= guard, counters
+    assert min(min(r, w) for r, w in shares) >= SHARE_GOAL, shares
+    assert unshared[0] < quiet[0] and unshared[1] < quiet[1], (unshared, quiet)
 
 
 @cocotb.test()

@@ -9,9 +9,11 @@ against the golden interpreter every time), while one long copy of the migrate e
 runs from before the first step to after the last. The memory has a fixed latency
 (``V4HW_TS_LATENCY``, as the decode-step bench). With ``V4HW_JITTER_RESERVE=1`` the
 decode class (7) is reserved (RESERVE.CLASSES, RSV_GUARD = ``V4HW_JITTER_GUARD``), else
-nothing is. Per step it records the step's cycles (first register access to the last
-command's end, host setup included) and the background's ``m_axi_gmem`` beats (the
-copy's read bursts, by address, and its write bursts) in the step. Prints ``PERF
+nothing is; ``V4HW_JITTER_RESERVED`` and ``V4HW_JITTER_BACKGROUND`` (cycles, default 0:
+no sharing) set RSV_SHARE for the reserved commands. Per step it records the step's
+cycles (first register access to the last command's end, host setup included) and the
+background's ``m_axi_gmem`` beats (the copy's read bursts, by address, and its write
+bursts) in the step. Prints ``PERF
 jitter`` lines; ``V4HW_JITTER_REPORT`` names a JSON file for the figures.
 """
 
@@ -27,6 +29,8 @@ from spec.codes import TrafficClass
 STEPS = int(os.environ.get("V4HW_JITTER_STEPS", "20"))
 RESERVE = os.environ.get("V4HW_JITTER_RESERVE", "0") == "1"
 GUARD = int(os.environ.get("V4HW_JITTER_GUARD", "0"))
+SHARE = (int(os.environ.get("V4HW_JITTER_RESERVED", "0")),
+         int(os.environ.get("V4HW_JITTER_BACKGROUND", "0")))
 COPY_SRC, COPY_DST = 0x4000_0000_0000, 0x5000_0000_0000
 COPY_LENGTH = 0xFFFF_0000        # longer than any run: the copy never ends in the run
 CHECKED = 1 << 20                # bytes of the source given random data (and checked)
@@ -62,6 +66,7 @@ async def decode_jitter(dut):
     if RESERVE:
         await tile.write_fields("RESERVE", classes=1 << TrafficClass.DECODE)
         await tile.write("RSV_GUARD", GUARD)
+        await tile.write_fields("RSV_SHARE", reserved=SHARE[0], background=SHARE[1])
     assert await tile.read_fields("TRAFFIC_CLASS") == {
         "MA": TrafficClass.DECODE, "VA": TrafficClass.DECODE,
         "MIGRATE": TrafficClass.CACHE_MIGRATE}
@@ -96,7 +101,8 @@ async def decode_jitter(dut):
     shares = [(s["bg_read_beats"] / s["cycles"], s["bg_write_beats"] / s["cycles"])
               for s in steps]
     figures = {
-        "reserve": RESERVE, "guard": GUARD if RESERVE else None, "steps": STEPS,
+        "reserve": RESERVE, "guard": GUARD if RESERVE else None,
+        "share": list(SHARE) if RESERVE else None, "steps": STEPS,
         "latency": bench.ram.read_latency, "cycles": cycles,
         "spread": max(cycles) - min(cycles), "min": min(cycles), "max": max(cycles),
         "bg_read_share_min": min(r for r, _ in shares),
@@ -104,7 +110,7 @@ async def decode_jitter(dut):
         "bg_bytes_per_cycle_min": min(w for _, w in shares) * bench.data_width // 8,
         "copied_bytes": copied, "counters": counters, "per_step": steps,
     }
-    label = f"reserved guard {GUARD}" if RESERVE else "unreserved"
+    label = f"reserved guard {GUARD} share {SHARE}" if RESERVE else "unreserved"
     print(f"PERF jitter {label}: {STEPS} steps, cycles min {figures['min']} max "
           f"{figures['max']} spread {figures['spread']}; background read share min "
           f"{figures['bg_read_share_min']:.3f}, write share min "

@@ -252,6 +252,8 @@ class _Schedule(wiring.Component):
             m.d.sync += [t.eq(0), first.eq(0)]
         with m.Elif(Mux(share, t < period - 1, t < g)):
             m.d.sync += t.eq(t + 1)
+        # Every hold is a function of registers only (from the cycle after the launch;
+        # the core issues nothing before), so no launch reaches a ready combinationally.
         reserved_phase = (t >= g) & (t < r_end)
         m.d.comb += [
             self.guarding.eq(first & (t < g)),

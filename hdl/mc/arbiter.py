@@ -4,7 +4,9 @@ from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from .channel import CLASS_BITS, check
+from hdl.common.credit import check
+
+from .channel import CLASS_BITS
 
 __all__ = ["ClassArbiter", "grant_bound"]
 

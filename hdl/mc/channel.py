@@ -5,17 +5,17 @@ links of the project's credit protocol (``hdl.common.credit``: requests, write d
 responses). Credit links have no ready: a sender may only send what the receiver has room
 for, so nothing is ever held up on the link itself and nothing can be dropped.
 ``hdl.common.credit.CreditSender`` and ``CreditReceiver`` turn a credit link into, and
-back from, a ``lib.stream``. ``check`` (a run-time check) is re-exported from there.
+back from, a ``lib.stream``; ``check`` (a run-time check) is there too.
 """
 
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.common.credit import CreditSignature, check, check_depth
+from hdl.common.credit import CreditSignature, check_depth
 from spec.memory import PHYS_ADDR_BITS
 
-__all__ = ["check", "LENGTH_BITS", "ID_BITS", "CLASS_BITS", "ERROR_BITS", "RequestLayout",
-           "WriteWordLayout", "ResponseLayout", "ClientChannelSignature", "check_depth"]
+__all__ = ["LENGTH_BITS", "ID_BITS", "CLASS_BITS", "ERROR_BITS", "RequestLayout",
+           "WriteWordLayout", "ResponseLayout", "ClientChannelSignature"]
 
 LENGTH_BITS = 16   # request length in bytes, 1..65535 (0 is refused)
 ID_BITS = 8        # request id, echoed in every response item

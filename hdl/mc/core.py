@@ -7,10 +7,11 @@ from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
 from hdl.common.codes import ErrorCode
+from hdl.common.credit import check
 from hdl.common.memport import MemPortSignature
 
 from .arbiter import ClassArbiter
-from .channel import ID_BITS, ClientChannelSignature, ResponseLayout, check
+from .channel import ID_BITS, ClientChannelSignature, ResponseLayout
 from .frontend import MAX_BURST, ChannelFrontend
 from .prefetch import LINE_BYTES, PrefetchBuffer, check_lines
 

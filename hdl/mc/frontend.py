@@ -6,7 +6,7 @@ from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
 from hdl.common.codes import ErrorCode
-from hdl.common.credit import CreditReceiver, CreditSender
+from hdl.common.credit import CreditReceiver, CreditSender, check
 from spec.codes import McOp
 from spec.memory import PAGE_BYTES, PHYS_ADDR_BITS
 
@@ -18,7 +18,6 @@ from .channel import (
     RequestLayout,
     ResponseLayout,
     WriteWordLayout,
-    check,
 )
 
 __all__ = ["MAX_BURST", "BurstLayout", "ChannelFrontend"]

@@ -43,13 +43,12 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
-from hdl.common.credit import CreditReceiver, CreditSender
+from hdl.common.credit import CreditReceiver, CreditSender, check
 from hdl.mc.channel import (
     ClientChannelSignature,
     RequestLayout,
     ResponseLayout,
     WriteWordLayout,
-    check,
 )
 from hdl.muon.layouts import CLASS_BITS, FlitStreamSignature, flit_layout
 from spec.codes import McOp, MuonVc, TrafficClass

@@ -29,7 +29,7 @@ Responses come back in request order: one memory NI answers in the order it took
 requests, and XY routing on one VC keeps the packets of one source and destination in
 order.
 
-With ``checks``, simulation assertions (``hdl.mc.channel.check``) check: every ejected
+With ``checks``, simulation assertions (``hdl.common.credit.check``) check: every ejected
 flit finds room (no loss); no more read words or write answers arrive than were asked
 for (no duplication); packets are well formed; the credits held never exceed
 ``credits`` (conservation).
@@ -41,8 +41,8 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
+from hdl.common.credit import check
 from hdl.common.memport import PHYS_ADDR_BITS, MemPortSignature
-from hdl.mc.channel import check
 from hdl.muon.layouts import CLASS_BITS, MAX_MESH_SIDE, FlitStreamSignature, flit_layout
 from spec.codes import MuonVc
 

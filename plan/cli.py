@@ -1,6 +1,8 @@
 """``plan.cli_main(argv)``: plan a CircuitFlow graph from a JSON file, a synthetic one, or
 one decode step of a tile preset lowered from its op program (:mod:`plan.lower`), and
-print the schedule. Every user error is one line on stderr and exit status 2."""
+print the schedule; or, with ``--tiles``, estimate one decode step of a deepseek-v4
+model on N tiles (:mod:`plan.estimate`). Every user error is one line on stderr and exit
+status 2."""
 
 import argparse
 import random
@@ -13,6 +15,7 @@ from spec.sequencer import VERSION as FORMAT_VERSION
 from .commands import command_list, encode_command_list
 from .dstp import DEFAULT_MAX_CYCLES, plan
 from .errors import IRError
+from .estimate import DEFAULT_CLOCK_MHZ, DEFAULT_POSITION, SCHEDULES, TileParams, estimate, read_config
 from .gantt import write_gantt
 from .ir import BarrierOp, graph_from_json
 from .lower import VA_MODEL_NOTE, lower_decode
@@ -49,11 +52,72 @@ def add_arguments(parser):
                         help=f"with --preset: the tile's VA lanes (default {BlockConfig.lanes}; "
                         "the tests' small tile: 8)")
     parser.add_argument("--quiet", action="store_true", help="print only the summary")
+    est = parser.add_argument_group(
+        "the multi-tile estimate (with --preset deepseek-v4 and --tiles; docs/plan.md)")
+    est.add_argument("--tiles", type=int, metavar="N", help="estimate one decode step on N "
+                     "tiles from the latency models (whole layers on tiles) instead of "
+                     "planning the tile preset's step")
+    est.add_argument("--config", metavar="FILE", help="a DeepSeek-V4 config.json (e.g. "
+                     "tests/data/deepseek_v4_flash_config.json); default the tile preset's "
+                     "3-layer configuration")
+    est.add_argument("--bus-bytes", type=int, metavar="B", help="a tile's memory bus, bytes "
+                     f"a cycle: 8, 16, 32 or 64 (default {TileParams.bus_bytes})")
+    est.add_argument("--clock-mhz", type=float, metavar="F", help="the tiles' clock "
+                     f"(default {DEFAULT_CLOCK_MHZ:g} MHz, the FPGA flow's design clock)")
+    est.add_argument("--position", type=int, metavar="T", help="the decode position (default "
+                     f"the preset's, or {DEFAULT_POSITION} with --config)")
+    est.add_argument("--schedule", choices=SCHEDULES, help="planned (the DSTP planner with "
+                     "the tile's sequencer, the default) or sequential (the commands one "
+                     "after another, as the host runtime runs them)")
+    est.add_argument("--link-bytes", type=int, metavar="B", help="bytes a cycle of the link "
+                     "between two tiles (default the bus's)")
+    est.add_argument("--link-latency", type=int, metavar="C", help="cycles of that link's "
+                     "latency (default one Muon hop's zero-load latency)")
+
+
+_ESTIMATE_ONLY = ("config", "bus_bytes", "clock_mhz", "position", "schedule", "link_bytes",
+                  "link_latency")
+
+
+def run_estimate(args, out):
+    """The multi-tile estimate (:mod:`plan.estimate`) as ``args`` say."""
+    if args.preset != "deepseek-v4":
+        raise ValueError("--tiles estimates a deepseek-v4 model: give --preset deepseek-v4")
+    for flag in ("json", "gantt", "commands"):
+        if getattr(args, flag):
+            raise ValueError(f"--{flag} plans the tile preset's step, not with --tiles")
+    if args.tiles < 1:
+        raise ValueError(f"--tiles must be at least 1, not {args.tiles}")
+    bus = TileParams.bus_bytes if args.bus_bytes is None else args.bus_bytes
+    if bus < 1 or bus & (bus - 1):
+        raise ValueError(f"--bus-bytes must be a power of two, not {bus}")
+    if args.link_bytes is not None and (args.link_bytes < 1 or args.link_bytes & (args.link_bytes - 1)):
+        raise ValueError(f"--link-bytes must be a power of two, not {args.link_bytes}")
+    clock = DEFAULT_CLOCK_MHZ if args.clock_mhz is None else args.clock_mhz
+    if not clock > 0 or clock == float("inf"):
+        raise ValueError(f"--clock-mhz must be a positive number, not {clock:g}")
+    if args.position is not None and args.position < 0:
+        raise ValueError(f"--position must be >= 0, not {args.position}")
+    tile = TileParams(p=args.ma_p, lanes=args.va_lanes, bus_bytes=bus)
+    cfg, source = None, "the tile preset"
+    if args.config is not None:
+        cfg, source = read_config(args.config), args.config
+    result = estimate(cfg, source=source, position=args.position, tiles=args.tiles, tile=tile,
+                      clock_mhz=clock, schedule=args.schedule or "planned",
+                      link_bytes=args.link_bytes, link_latency=args.link_latency)
+    out.write(result.report() + "\n")
+    return result
 
 
 def run(args, out=None):
     """Plan as ``args`` say; raises ValueError / OSError on a user error."""
     out = sys.stdout if out is None else out
+    if getattr(args, "tiles", None) is not None:
+        return run_estimate(args, out)
+    given = [f"--{name.replace('_', '-')}" for name in _ESTIMATE_ONLY
+             if getattr(args, name, None) is not None]
+    if given:
+        raise ValueError(f"{given[0]} is for the multi-tile estimate: give --tiles N too")
     machine = Machine()
     if args.commands is not None and args.preset is None:
         raise ValueError("--commands needs --preset (a command list is made from an op "

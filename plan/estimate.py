@@ -1,0 +1,614 @@
+"""One decode step of a ``deepseek-v4`` model on N tiles, estimated from the latency
+models: ``v4hw plan --preset deepseek-v4 [--config config.json] --tiles N --bus-bytes B
+--clock-mhz F`` (docs/plan.md, "The multi-tile estimate").
+
+For configurations too large to simulate. The steps:
+
+1. **The op program of every layer**, from the configuration alone:
+   :func:`golden.program_dsv4.dsv4_decode_step` (the generator of the tile's programs),
+   run on a :class:`_ShapeBuilder` that allocates and emits as
+   :class:`golden.program.Builder` does but runs no command and holds no data, with
+   weights that are shapes only. The MoE reads its dispatch back from memory: the
+   builder answers experts ``0..k-1`` (at one token every routed expert's commands have
+   the same shapes, so which k does not change the cycles). Layers of one kind (attention
+   type and routing) have the same commands, so one program is made and planned per kind.
+2. **Cycles of every command on the tile**: :func:`golden.program.ma_command_cycles` /
+   :func:`golden.program.va_command_cycles` (the fitted models, with the program's
+   addresses) at the memory latency a block sees through the tile: the standalone tops'
+   ``memory_latency`` at the core's port plus :data:`TILE_PATH_CYCLES` for the tile's
+   NIs, mesh and MC.
+3. **The layer's cycles**: ``planned``, the DSTP planner (:func:`plan.dstp.plan`) on a
+   graph of one node per VA command and one per GEMM (its MA commands, the K and N tiles
+   of at most 128, back to back), launched by the tile's command sequencer
+   (:class:`plan.machine.SequencerTiming`); or ``sequential``, the commands one after
+   another as the host runtime runs them, the host's own register accesses not counted.
+4. **The partition**: whole layers on tiles, consecutive layers together
+   (:func:`partition_layers`, the split whose busiest tile has the fewest cycles), one
+   token through the tiles in turn. Between two tiles the token's residual streams
+   (``hc_mult`` × ``hidden_size`` bf16) cross one link.
+
+Every number the estimate rests on is in :class:`Estimate` and printed by
+:meth:`Estimate.report`.
+"""
+
+import json
+import pathlib
+import time
+from dataclasses import dataclass
+from unittest import mock
+
+import numpy as np
+
+from golden import program as gprogram
+from golden.muon import zero_load_latency
+from golden.presets.deepseek_v4 import DeepseekV4Config, DeepseekV4Layer, weight_shapes
+from golden.presets.tile import PRESETS
+from golden.program import (
+    ALIGN,
+    BlockConfig,
+    Builder,
+    MaCmd,
+    Tensor,
+    ma_command_cycles,
+    va_command_cycles,
+)
+from golden.program_dsv4 import dsv4_decode_step, dsv4_state
+from golden.va import ProposedVaOpcode
+from spec.codes import VaOpcode
+
+from .dstp import plan
+from .ir import DecodeOp, Graph
+from .ir import Tensor as IrTensor
+from .lower import DTYPE_NAMES, VA_OP_TYPES, ir_name, ma_traffic, va_traffic
+from .machine import (
+    MA_ENTRY_WRITES,
+    VA_ENTRY_WRITES,
+    LatencyModel,
+    LinearLatency,
+    Machine,
+    SequencerTiming,
+)
+
+__all__ = ["TILE_PATH_CYCLES", "DEFAULT_POSITION", "DEFAULT_CLOCK_MHZ", "SCHEDULES", "TileParams",
+           "read_config", "layer_programs", "LayerKind", "Estimate", "estimate", "partition_layers"]
+
+# Cycles the tile's path (requester NI, mesh, memory NI, MC) adds to a memory round trip
+# over the standalone tops' bridge: docs/tile/README.md, "Bandwidth through the tile" (a
+# 16-word read, about 18 cycles more, measured in the Amaranth simulator).
+TILE_PATH_CYCLES = 18
+# The decode position of an estimate from a configuration file (a 4096-token context).
+DEFAULT_POSITION = 4095
+# The clock of an estimate that names none: the FPGA flow's design clock (docs/fpga.md).
+DEFAULT_CLOCK_MHZ = 100.0
+SCHEDULES = ("planned", "sequential")
+BUS_BYTES = (8, 16, 32, 64)        # the tile's DATA_WIDTH 64..512 (docs/tile/README.md)
+_NO_HORIZON = 1 << 62              # plan without a cycle limit: a layer is tens of millions
+
+
+def _pow2(value):
+    return isinstance(value, int) and value >= 1 and value & (value - 1) == 0
+
+
+@dataclass(frozen=True)
+class TileParams:
+    """One tile as the estimate sees it: the MA's array ``p``, the VA's ``lanes``, the
+    memory bus of ``bus_bytes`` a cycle, the memory latency at a block's port on the
+    standalone tops (cycles, the programs' ``latency``) and the cycles the tile's path adds
+    to it (``tile_path``)."""
+    p: int = 8
+    lanes: int = 32
+    bus_bytes: int = 16
+    memory_latency: int = 8
+    tile_path: int = TILE_PATH_CYCLES
+
+    def __post_init__(self):
+        if not (_pow2(self.p) and 2 <= self.p <= 32):
+            raise ValueError(f"the MA's P must be a power of two in 2..32, not {self.p}")
+        if not (_pow2(self.bus_bytes) and self.bus_bytes in BUS_BYTES):
+            raise ValueError(f"the bus must be a power of two of {BUS_BYTES[0]}.."
+                             f"{BUS_BYTES[-1]} bytes (DATA_WIDTH 64..512), not {self.bus_bytes}")
+        if not (_pow2(self.lanes) and 4 <= self.lanes <= 64
+                and self.lanes >= self.bus_bytes // 2):
+            raise ValueError(f"the VA's lanes must be a power of two in 4..64 and at least "
+                             f"the bus's bf16 elements ({self.bus_bytes // 2}), not {self.lanes}")
+        if self.memory_latency < 1 or self.tile_path < 0:
+            raise ValueError("the memory latency must be >= 1 and the tile's path >= 0 cycles")
+
+    @property
+    def latency(self):
+        """The memory latency a block sees through the tile (cycles)."""
+        return self.memory_latency + self.tile_path
+
+    def block_config(self):
+        return BlockConfig(p=self.p, lanes=self.lanes, bus_bits=8 * self.bus_bytes,
+                           latency=self.latency)
+
+
+def read_config(path):
+    """A :class:`DeepseekV4Config` from a Hugging Face ``config.json``; ValueError (one
+    line, naming the file) when it is missing, not JSON or not a DeepSeek-V4 config."""
+    p = pathlib.Path(path)
+    if not p.is_file():
+        raise ValueError(f"{path}: no such file")
+    try:
+        raw = json.loads(p.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{path}: not a JSON file ({error})") from None
+    if not isinstance(raw, dict):
+        raise ValueError(f"{path}: not a config.json (a JSON object)")
+    model = raw.get("model_type")
+    missing = [k for k in ("num_hidden_layers", "hidden_size") if k not in raw]
+    if (model is not None and model != "deepseek_v4") or missing:
+        why = f"no {' or '.join(missing)}" if missing else f"model_type {model!r}"
+        raise ValueError(f"{path}: not a DeepSeek-V4 config.json ({why})")
+    try:
+        return DeepseekV4Config.from_hf(raw)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{path}: {str(error).splitlines()[0]}") from None
+
+
+# --- the op program from the shapes --------------------------------------------------------
+
+
+class _ShapeBuilder(Builder):
+    """A :class:`golden.program.Builder` that allocates tensors (same names, shapes and
+    addresses) and records commands, but keeps no data and runs nothing. ``read`` (the
+    MoE's dispatch, the only value a generator reads back) answers ``0, 1, 2, ...``."""
+
+    def tensor(self, name, shape, dtype, role="act", data=None, shared=False):
+        name = name if shared else self.prefix + name
+        if name in self.tensors:
+            raise ValueError(f"tensor {name!r} already exists")
+        shape = tuple(int(s) for s in np.atleast_1d(shape)) if not isinstance(shape, tuple) else shape
+        t = Tensor(name, shape, dtype, self._top, "weight" if role == "weight" else role)
+        self._top = t.addr + t.nbytes + (-(t.addr + t.nbytes)) % ALIGN
+        self.tensors[name] = t
+        return name
+
+    def emit(self, cmd):
+        self.commands.append(cmd)
+
+    def read(self, name):
+        t = self.tensors[name]
+        return np.arange(t.size, dtype=np.int64).reshape(t.shape)
+
+
+def _shape_weight(layer, name, w, mode):
+    """:meth:`golden.program._Layer.weight` for the shape builder: the B operand's tensor
+    ``(K, N)`` without its values (the real one rounds the weight to bf16, a fifth of a
+    second and a gigabyte a full-size layer)."""
+    b = layer.b
+    key = ("weight", name, mode, w.shape)
+    if key not in b.cache:
+        b.cache[key] = (b.tensor(b.shared_name(f"w.{name}"), (w.shape[1], w.shape[0]), "bf16",
+                                 "weight", shared=True), None)
+    return b.cache[key]
+
+
+class _Shapes(dict):
+    """Weights by name, each a read-only zero of its shape (no memory)."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.shapes = weight_shapes(cfg)
+
+    def __missing__(self, name):
+        return np.broadcast_to(np.float64(0.0), self.shapes[name])
+
+
+def layer_programs(cfg, position, block, layers=None):
+    """``{layer index: step program}`` of one decode step at ``position`` of the layers
+    ``layers`` (default all) of ``cfg``, made in one memory as
+    :func:`golden.program.decode_step_parts` makes a tile preset's (each layer's state of
+    ``position + 1`` tokens, prefix ``l<i>.``), from shapes alone (:class:`_ShapeBuilder`)."""
+    if isinstance(position, bool) or not isinstance(position, int) or position < 0:
+        raise ValueError(f"the decode position must be an integer >= 0, not {position!r}")
+    b = _ShapeBuilder(block)
+    weights = _Shapes(cfg)
+    out = {}
+    # Scoped: only this builder's layers see the shape-only weight.
+    with mock.patch.object(gprogram._Layer, "weight", _shape_weight):
+        for i in range(cfg.num_hidden_layers) if layers is None else layers:
+            layer = DeepseekV4Layer(cfg, weights, i)
+            b.prefix = f"l{i}."
+            state = dsv4_state(b, layer, position + 1)
+            row = np.zeros((cfg.hc_mult, cfg.hidden_size))
+            out[i], _ = dsv4_decode_step(layer, state, row, 0, position, b)
+    b.prefix = ""
+    return out
+
+
+# --- cycles of a layer ----------------------------------------------------------------------
+
+
+class _Listed(LatencyModel):
+    """Cycles given per op name (the estimate computes them per command beforehand)."""
+
+    def __init__(self, block, cycles, msu):
+        self.block, self.table, self.msu = block, cycles, msu
+
+    def cycles(self, op, graph):
+        return self.table[op.name]
+
+
+def _gemm_runs(commands):
+    """Commands grouped: ``(first index, [commands])``, each run the MA commands of one
+    GEMM (consecutive, same C and B tensors; :meth:`Builder.gemm`'s tiles) or one VA
+    command."""
+    runs = []
+    for i, cmd in enumerate(commands):
+        prev = runs[-1][1][-1] if runs else None
+        if (isinstance(cmd, MaCmd) and isinstance(prev, MaCmd) and cmd.c.tensor == prev.c.tensor
+                and cmd.b.tensor == prev.b.tensor and cmd.mode == prev.mode):
+            runs[-1][1].append(cmd)
+        else:
+            runs.append((i, [cmd]))
+    return runs
+
+
+def _va_opcode(op):
+    try:
+        return VaOpcode(op)
+    except ValueError:
+        return ProposedVaOpcode(op)
+
+
+def _crosses(addr, rows, row_bytes, stride):
+    """Whether a row of an operand crosses a 4 KiB page (where a burst is split)."""
+    return any((addr + r * stride) % 4096 + row_bytes > 4096 for r in range(rows))
+
+
+def _cycles(program, cmd, cache):
+    """A command's model cycles, cached by what they depend on: its registers and, for
+    each operand, its step, element size and address, the address within its 4 KiB page
+    (a burst never crosses one) or, for an MA command none of whose rows crosses a page,
+    within a 64-byte bus word (the MA's model then depends on nothing else); not the
+    tensors' names (layers of one kind, and two kinds, share commands of one shape)."""
+    t = program.tensors
+
+    def addr(o):
+        return t[o.tensor].addr + o.offset * t[o.tensor].itemsize
+
+    def where(o, page=4096):
+        if o is None:
+            return None
+        size = t[o.tensor].itemsize
+        return (addr(o) % page, o.step * size, size)
+
+    if isinstance(cmd, MaCmd):
+        ea, ec = t[cmd.a.tensor].itemsize, t[cmd.c.tensor].itemsize
+        b_rows = (cmd.n, cmd.k) if cmd.b_transposed else (cmd.k, cmd.n)
+        crossing = (_crosses(addr(cmd.a), cmd.m, cmd.k * ea, cmd.lda * ea)
+                    or _crosses(addr(cmd.b), b_rows[0], b_rows[1] * ea, cmd.ldb * ea)
+                    or _crosses(addr(cmd.c), cmd.m, cmd.n * ec, cmd.ldc * ec))
+        page = 4096 if crossing else 64
+        key = ("ma", cmd.mode, cmd.m, cmd.k, cmd.n, cmd.lda, cmd.ldb, cmd.ldc, cmd.accumulate,
+               cmd.b_transposed, crossing, where(cmd.a, page), where(cmd.b, page),
+               where(cmd.c, page))
+        model = ma_command_cycles
+    else:
+        key = ("va", cmd.op, cmd.length, cmd.stride, cmd.scalar, cmd.k, cmd.index_limit,
+               cmd.split_half, cmd.repeat) + tuple(
+            where(o) for o in (cmd.src, cmd.src2, cmd.src3, cmd.dst, cmd.dst2))
+        model = va_command_cycles
+    if key not in cache:
+        cache[key] = model(program, cmd)
+    return cache[key]
+
+
+def _layer_graph(program, position, cache):
+    """``(graph, command cycles by op, sequencer writes by op, commands by op)`` of one
+    layer's step."""
+    tensors, ops, cycles, writes, tiles = {}, [], {}, {}, {}
+
+    def touch(name):
+        new = ir_name(name)
+        if new not in tensors:
+            t = program.tensors[name]
+            tensors[new] = IrTensor(new, tuple(int(s) for s in t.shape), DTYPE_NAMES[t.dtype],
+                                    ordered=True)
+        return new
+
+    width = len(str(len(program.commands)))
+    for first, run in _gemm_runs(program.commands):
+        head = run[0]
+        name = f"c{first:0{width}d}.{head.opname.lower()}"
+        cycles[name] = sum(_cycles(program, cmd, cache) for cmd in run)
+        tiles[name] = len(run)
+        # the bound: the node as the planner holds its block (see _layer_figures)
+        bound = cycles[name] + (len(run) - 1) * SequencerTiming().gap
+        if isinstance(head, MaCmd):
+            reads = [head.a.tensor, head.b.tensor] + ([head.c.tensor] if head.accumulate else [])
+            rd = wr = 0
+            for cmd in run:
+                r, w = ma_traffic(cmd, program.tensors)
+                rd, wr = rd + r, wr + w
+            # (M, K, N) of the whole GEMM: the tiles of its first column of tiles (B's
+            # first), of its first output tile (C's) and of its first rows (A's)
+            shape = (sum(c.m for c in run if c.b.offset == head.b.offset),
+                     sum(c.k for c in run if c.c.offset == head.c.offset),
+                     sum(c.n for c in run if c.a.offset == head.a.offset))
+            op = DecodeOp(name=name, op_type="gemm", token=position,
+                          inputs=tuple(dict.fromkeys(map(touch, reads))),
+                          outputs=(touch(head.c.tensor),), precision="bf16",
+                          tile_shape=shape,
+                          latency_bound=bound, traffic=(rd, wr))
+            writes[name] = (MA_ENTRY_WRITES,)
+        else:
+            code = _va_opcode(head.op)
+            reads = [o.tensor for o in (head.src, head.src2, head.src3) if o is not None]
+            outs = [o.tensor for o in (head.dst, head.dst2) if o is not None]
+            op = DecodeOp(name=name, op_type=VA_OP_TYPES[code], token=position,
+                          inputs=tuple(dict.fromkeys(map(touch, reads))),
+                          outputs=tuple(dict.fromkeys(map(touch, outs))), precision="bf16",
+                          tile_shape=(head.repeat, head.length), latency_bound=bound,
+                          traffic=va_traffic(head, program.tensors))
+            stepping = sum(1 for o in (head.src, head.src2, head.src3, head.dst, head.dst2)
+                           if o is not None and o.step)
+            writes[name] = (VA_ENTRY_WRITES,) + (1 + 2 * stepping,) * (head.repeat - 1)
+        ops.append(op)
+    graph = Graph(tuple(tensors.values()), tuple(ops), {f"decode_token_{position}_start": 0})
+    return graph, cycles, writes, tiles
+
+
+def _machine(tile, cycles, writes):
+    models = {"ma": _Listed("ma", cycles, "one GEMM (its MA commands back to back)"),
+              "va": _Listed("va", cycles, "one VA command"),
+              "cme": LinearLatency("cme", setup=8)}
+    return Machine(models=models, flit_bytes=tile.bus_bytes,
+                   sequencer=SequencerTiming(writes=writes))
+
+
+@dataclass(frozen=True)
+class LayerKind:
+    """The layers of one kind (attention type, routing), their common step's figures:
+    commands (MA, VA), graph nodes, cycles (the schedule's), the MA's and VA's command
+    cycles, and the planner's seconds."""
+    kind: str
+    layers: tuple
+    ma_commands: int
+    va_commands: int
+    va_starts: int
+    nodes: int
+    cycles: int
+    ma_cycles: int
+    va_cycles: int
+    plan_seconds: float
+    plan_summary: str
+
+
+def _kind_name(cfg, i):
+    routing = "hash MoE" if cfg.mlp_layer_types[i] == "hash_moe" else "top-k MoE"
+    return f"{cfg.layer_types[i]} + {routing}"
+
+
+def _layer_figures(kind, layers, program, position, tile, schedule, cache):
+    graph, cycles, writes, tiles = _layer_graph(program, position, cache)
+    is_ma = {op.name: op.op_type == "gemm" for op in graph.ops}
+    ma = sum(c for n, c in cycles.items() if is_ma[n])
+    va = sum(c for n, c in cycles.items() if not is_ma[n])
+    cmds = program.commands
+    began = time.perf_counter()
+    if schedule == "planned":
+        # A GEMM's MA commands are one sequencer entry here, their sequencer gap (the
+        # cycles from a command's end to the next launch) added to its cycles: each
+        # command's launch (its issue, about 100 cycles) hides behind the command before
+        # (thousands of cycles at full size), and a list of one entry per MA command
+        # makes the planner's sequencer timeline quadratic (18 832 MA commands a layer).
+        gap = SequencerTiming().gap
+        held = {n: c + (tiles[n] - 1) * gap for n, c in cycles.items()}
+        result = plan(graph, _machine(tile, held, writes), max_cycles=_NO_HORIZON)
+        total, summary = result.makespan, result.summary()
+    else:
+        total, summary = ma + va, "commands one after another (no planner)"
+    took = time.perf_counter() - began
+    return LayerKind(kind, tuple(layers), sum(isinstance(c, MaCmd) for c in cmds),
+                     sum(not isinstance(c, MaCmd) for c in cmds),
+                     sum(c.repeat for c in cmds if not isinstance(c, MaCmd)), len(graph.ops),
+                     total, ma, va, took, summary)
+
+
+# --- the partition ----------------------------------------------------------------------
+
+
+def partition_layers(cycles, tiles):
+    """Consecutive layers on ``tiles`` tiles, every tile at least one layer: the split
+    whose busiest tile has the fewest cycles (ties: the earlier cut). Returns the
+    ``[(first layer, last layer)]`` of each tile."""
+    n = len(cycles)
+    if not 1 <= tiles <= n:
+        raise ValueError(f"{tiles} tiles for {n} layers: whole layers go on tiles, so 1.."
+                         f"{n} tiles")
+    pre = [0]
+    for c in cycles:
+        pre.append(pre[-1] + c)
+    inf = float("inf")
+    # best[j][i]: the busiest of j tiles over layers 0..i-1; cut[j][i]: where the last begins
+    best = [[inf] * (n + 1) for _ in range(tiles + 1)]
+    cut = [[0] * (n + 1) for _ in range(tiles + 1)]
+    best[0][0] = 0
+    for j in range(1, tiles + 1):
+        for i in range(j, n - (tiles - j) + 1):
+            for s in range(j - 1, i):
+                v = max(best[j - 1][s], pre[i] - pre[s])
+                if v < best[j][i]:
+                    best[j][i], cut[j][i] = v, s
+    spans, i = [], n
+    for j in range(tiles, 0, -1):
+        s = cut[j][i]
+        spans.append((s, i - 1))
+        i = s
+    return spans[::-1]
+
+
+# --- the estimate -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """One decode step on ``tiles`` tiles (cycles at the tile's clock)."""
+    source: str
+    cfg: object
+    position: int
+    tile: TileParams
+    tiles: int
+    clock_mhz: float
+    schedule: str
+    link_bytes: int
+    link_latency: int
+    kinds: tuple                 # LayerKind
+    layer_cycles: tuple          # per layer
+    spans: tuple                 # per tile (first, last)
+    handoff_bytes: int
+    generate_seconds: float
+    plan_seconds: float
+
+    @property
+    def tile_cycles(self):
+        return tuple(sum(self.layer_cycles[a:b + 1]) for a, b in self.spans)
+
+    @property
+    def handoff_cycles(self):
+        """Cycles of one hand-over between two tiles: the link's latency and the flits."""
+        return self.link_latency + -(-self.handoff_bytes // self.link_bytes)
+
+    @property
+    def step_cycles(self):
+        """One token through every tile in turn, with the hand-overs between them."""
+        return sum(self.tile_cycles) + (self.tiles - 1) * self.handoff_cycles
+
+    @property
+    def stage_cycles(self):
+        """The busiest pipeline stage: a tile, or a hand-over."""
+        return max(self.tile_cycles + ((self.handoff_cycles,) if self.tiles > 1 else ()))
+
+    def tokens_per_second(self, cycles):
+        return self.clock_mhz * 1e6 / cycles
+
+    def report(self):
+        """The estimate and every assumption it rests on, as text."""
+        c, t = self.cfg, self.tile
+        shapes = weight_shapes(c)
+        weights = 2 * sum(int(np.prod(s)) for s in shapes.values())
+        lines = [
+            f"estimate: one decode step of deepseek-v4 ({self.source}: {c.num_hidden_layers} "
+            f"layers, hidden {c.hidden_size}, {c.num_attention_heads} heads of {c.head_dim}, "
+            f"{c.n_routed_experts} routed experts, {c.num_experts_per_tok} a token) at position "
+            f"{self.position} on {self.tiles} tile(s), {self.schedule}",
+            "assumptions:",
+            f"  tile: MA P={t.p}, VA L={t.lanes}, memory bus {t.bus_bytes} bytes a cycle, "
+            f"clock {self.clock_mhz:g} MHz; the MA, the VA and an MC on a 2x2 Muon mesh "
+            "(the tile's placement)",
+            f"  command cycles: golden/ma_latency.py and golden/va_latency.py per command (the "
+            f"program's addresses) at a memory latency of {t.memory_latency} + {t.tile_path} = "
+            f"{t.latency} cycles: the standalone tops' {t.memory_latency} at the core's port and "
+            f"{t.tile_path} for the tile's NIs, mesh and MC (docs/tile/README.md, a 16-word read)",
+            "  op program: golden/program_dsv4.py's decode step of each layer, bf16 GEMMs "
+            "(weights in bf16, not the published FP8 / FP4), made from the shapes; the MoE's "
+            f"{c.num_experts_per_tok} experts are 0..{c.num_experts_per_tok - 1} (at one token "
+            "every expert's commands are alike)",
+            "  schedule: " + ("the DSTP planner (plan/dstp.py) per layer, one node per VA "
+                              "command and one per GEMM (its MA commands back to back), "
+                              "launched by the tile's command sequencer; a layer starts when "
+                              "the one before has ended (a barrier)" if self.schedule == "planned"
+                              else "the commands one after another, as the host runtime runs "
+                              "them; the host's register accesses not counted"),
+            f"  partition: whole layers on tiles, consecutive layers together, the split "
+            f"whose busiest tile has the fewest cycles; why: a layer reads the one before "
+            f"only through the token's residual streams ({c.hc_mult} x {c.hidden_size} bf16 "
+            f"= {self.handoff_bytes} bytes), the smallest cut of the step; each tile's "
+            f"memory holds its layers' weights and state",
+            f"  inter-tile link: tiles one hop apart on a Muon mesh, {self.link_bytes} bytes "
+            f"a cycle, {self.link_latency} cycles zero-load latency (golden/muon.py); "
+            "no contention (one transfer at a time)",
+            "  not counted: the host (writing the token id and the step's constants, "
+            "reading the output), the embedding, the output head and the next-token "
+            "prediction layers, the weights' loading, prefill",
+            f"layer kinds ({self.generate_seconds:.2f} s to make the programs, "
+            f"{self.plan_seconds:.2f} s to {'plan' if self.schedule == 'planned' else 'sum'} them):",
+        ]
+        for k in self.kinds:
+            lines.append(
+                f"  {k.kind}: layers {_ranges(k.layers)}; {k.ma_commands} MA + {k.va_commands} "
+                f"VA commands ({k.va_starts} VA STARTs), {k.nodes} nodes; MA {k.ma_cycles}, VA "
+                f"{k.va_cycles} command cycles; {k.cycles} cycles a layer "
+                f"({k.plan_seconds:.2f} s; {k.plan_summary})")
+        lines.append("partition:")
+        for i, ((a, b), cyc) in enumerate(zip(self.spans, self.tile_cycles, strict=True)):
+            held = 2 * sum(int(np.prod(s)) for n, s in shapes.items()
+                           if n.startswith("layers.") and a <= int(n.split(".")[1]) <= b)
+            lines.append(f"  tile {i}: layers {a}..{b} ({b - a + 1}), {cyc} cycles, "
+                         f"weights {held / 2**30:.2f} GiB in bf16")
+        hops = self.tiles - 1
+        lines.append(
+            f"inter-tile traffic a step: {hops} hand-over(s) x {self.handoff_bytes} bytes = "
+            f"{hops * self.handoff_bytes} bytes; {self.handoff_cycles} cycles each "
+            f"({self.link_latency} + {self.handoff_bytes} / {self.link_bytes}), "
+            f"{hops * self.handoff_cycles} in all")
+        step, stage = self.step_cycles, self.stage_cycles
+        lines.append(f"step: {step} cycles = {step / self.clock_mhz / 1e3:.3f} ms at "
+                     f"{self.clock_mhz:g} MHz: {self.tokens_per_second(step):.3f} tokens/s for "
+                     "one sequence (a token passes the tiles in turn)")
+        if self.tiles > 1:
+            lines.append(f"pipelined: {self.tiles} sequences in flight, one token every "
+                         f"{stage} cycles (the busiest stage): "
+                         f"{self.tokens_per_second(stage):.3f} tokens/s in all")
+        lines.append(f"weights of the model in bf16: {weights / 2**30:.2f} GiB")
+        return "\n".join(lines)
+
+
+def _ranges(layers):
+    out, start = [], layers[0]
+    for prev, cur in zip(layers, layers[1:] + (None,), strict=True):
+        if cur != prev + 1:
+            out.append(f"{start}" if start == prev else f"{start}..{prev}")
+            start = cur
+    return ", ".join(out)
+
+
+def estimate(cfg=None, *, source="the tile preset", position=None, tiles=1, tile=None,
+             clock_mhz=DEFAULT_CLOCK_MHZ, schedule="planned", link_bytes=None, link_latency=None):
+    """The :class:`Estimate` of one decode step of ``cfg`` (default the tile's
+    ``deepseek-v4`` preset, at its position 63; a configuration at
+    :data:`DEFAULT_POSITION`) on ``tiles`` tiles of ``tile`` (:class:`TileParams`) at
+    ``clock_mhz``. ``link_bytes`` (default the bus's) and ``link_latency`` (default one
+    Muon hop's zero-load latency) describe the link between two tiles."""
+    tile = tile or TileParams()
+    if cfg is None:
+        cfg = PRESETS["deepseek-v4"].config
+        position = PRESETS["deepseek-v4"].position if position is None else position
+    position = DEFAULT_POSITION if position is None else position
+    if isinstance(tiles, bool) or not isinstance(tiles, int) or tiles < 1:
+        raise ValueError(f"the number of tiles must be an integer >= 1, not {tiles!r}")
+    if not (isinstance(clock_mhz, (int, float)) and np.isfinite(clock_mhz) and clock_mhz > 0):
+        raise ValueError(f"the clock must be a positive number of MHz, not {clock_mhz!r}")
+    if schedule not in SCHEDULES:
+        raise ValueError(f"schedule must be one of {SCHEDULES}, not {schedule!r}")
+    link_bytes = tile.bus_bytes if link_bytes is None else link_bytes
+    link_latency = zero_load_latency((0, 0), (1, 0)) if link_latency is None else link_latency
+    if not _pow2(link_bytes):
+        raise ValueError(f"the link's bytes a cycle must be a power of two, not {link_bytes}")
+    if isinstance(link_latency, bool) or not isinstance(link_latency, int) or link_latency < 0:
+        raise ValueError(f"the link's latency must be an integer >= 0 cycles, not {link_latency!r}")
+    n = cfg.num_hidden_layers
+    if tiles > n:
+        raise ValueError(f"{tiles} tiles for {n} layers: whole layers go on tiles, so at "
+                         f"most {n} tiles")
+    groups = {}
+    for i in range(n):
+        groups.setdefault(_kind_name(cfg, i), []).append(i)
+    began = time.perf_counter()
+    programs = layer_programs(cfg, position, tile.block_config(), [g[0] for g in groups.values()])
+    made = time.perf_counter() - began
+    cache = {}
+    kinds = tuple(_layer_figures(kind, layers, programs[layers[0]], position, tile, schedule,
+                                 cache) for kind, layers in groups.items())
+    per_layer = [0] * n
+    for k in kinds:
+        for i in k.layers:
+            per_layer[i] = k.cycles
+    return Estimate(source, cfg, position, tile, tiles, float(clock_mhz), schedule, link_bytes,
+                    link_latency, kinds, tuple(per_layer), tuple(partition_layers(per_layer, tiles)),
+                    2 * cfg.hc_mult * cfg.hidden_size, made,
+                    sum(k.plan_seconds for k in kinds))
+

@@ -15,7 +15,15 @@ from spec.sequencer import VERSION as FORMAT_VERSION
 from .commands import command_list, encode_command_list
 from .dstp import DEFAULT_MAX_CYCLES, plan
 from .errors import IRError
-from .estimate import DEFAULT_CLOCK_MHZ, DEFAULT_POSITION, SCHEDULES, TileParams, estimate, read_config
+from .estimate import (
+    DEFAULT_CLOCK_MHZ,
+    DEFAULT_POSITION,
+    PARTITIONS,
+    SCHEDULES,
+    TileParams,
+    estimate,
+    read_config,
+)
 from .gantt import write_gantt
 from .ir import BarrierOp, graph_from_json
 from .lower import VA_MODEL_NOTE, lower_decode
@@ -69,14 +77,17 @@ def add_arguments(parser):
     est.add_argument("--schedule", choices=SCHEDULES, help="planned (the DSTP planner with "
                      "the tile's sequencer, the default) or sequential (the commands one "
                      "after another, as the host runtime runs them)")
+    est.add_argument("--partition", choices=PARTITIONS, help="layers (whole layers on tiles, "
+                     "consecutive ones together; the default) or experts (every layer on "
+                     "tile 0, its token's routed experts spread over the tiles)")
     est.add_argument("--link-bytes", type=int, metavar="B", help="bytes a cycle of the link "
                      "between two tiles (default the bus's)")
     est.add_argument("--link-latency", type=int, metavar="C", help="cycles of that link's "
                      "latency (default one Muon hop's zero-load latency)")
 
 
-_ESTIMATE_ONLY = ("config", "bus_bytes", "clock_mhz", "position", "schedule", "link_bytes",
-                  "link_latency")
+_ESTIMATE_ONLY = ("config", "bus_bytes", "clock_mhz", "position", "schedule", "partition",
+                  "link_bytes", "link_latency")
 
 
 def run_estimate(args, out):
@@ -104,6 +115,7 @@ def run_estimate(args, out):
         cfg, source = read_config(args.config), args.config
     result = estimate(cfg, source=source, position=args.position, tiles=args.tiles, tile=tile,
                       clock_mhz=clock, schedule=args.schedule or "planned",
+                      partition=args.partition or "layers",
                       link_bytes=args.link_bytes, link_latency=args.link_latency)
     out.write(result.report() + "\n")
     return result

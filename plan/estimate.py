@@ -33,6 +33,7 @@ Every number the estimate rests on is in :class:`Estimate` and printed by
 
 import json
 import pathlib
+import re
 import time
 from dataclasses import dataclass
 from unittest import mock
@@ -69,8 +70,9 @@ from .machine import (
     SequencerTiming,
 )
 
-__all__ = ["TILE_PATH_CYCLES", "DEFAULT_POSITION", "DEFAULT_CLOCK_MHZ", "SCHEDULES", "TileParams",
-           "read_config", "layer_programs", "LayerKind", "Estimate", "estimate", "partition_layers"]
+__all__ = ["TILE_PATH_CYCLES", "DEFAULT_POSITION", "DEFAULT_CLOCK_MHZ", "SCHEDULES", "PARTITIONS",
+           "TileParams", "read_config", "layer_programs", "LayerKind", "ExpertSplit",
+           "moe_split", "Estimate", "estimate", "partition_layers"]
 
 # Cycles the tile's path (requester NI, mesh, memory NI, MC) adds to a memory round trip
 # over the standalone tops' bridge: docs/tile/README.md, "Bandwidth through the tile" (a
@@ -81,6 +83,7 @@ DEFAULT_POSITION = 4095
 # The clock of an estimate that names none: the FPGA flow's design clock (docs/fpga.md).
 DEFAULT_CLOCK_MHZ = 100.0
 SCHEDULES = ("planned", "sequential")
+PARTITIONS = ("layers", "experts")
 BUS_BYTES = (8, 16, 32, 64)        # the tile's DATA_WIDTH 64..512 (docs/tile/README.md)
 _NO_HORIZON = 1 << 62              # plan without a cycle limit: a layer is tens of millions
 
@@ -361,10 +364,29 @@ def _machine(tile, cycles, writes):
 
 
 @dataclass(frozen=True)
+class ExpertSplit:
+    """A layer's step with its token's routed experts on other tiles (``--partition
+    experts``): cycles of the commands before the first routed expert (``pre``: the
+    hyper-connections, the attention, the router, the shared expert), of each routed
+    expert's commands (gather of the token's row, SwiGLU, weighting), of the commands after
+    them (``post``: the sum of the experts' rows, the merge), each scheduled on its own;
+    ``tiles`` the token's experts on each tile (tile 0, the layer's, first) and the
+    experts' phase, hand-overs included (``phase``)."""
+    pre: int
+    experts: tuple
+    post: int
+    tiles: tuple
+    phase: int
+    sent: int                    # bytes over the links, a layer
+    link_cycles: int             # of those, cycles on the layer tile's link
+
+
+@dataclass(frozen=True)
 class LayerKind:
     """The layers of one kind (attention type, routing), their common step's figures:
     commands (MA, VA), graph nodes, cycles (the schedule's), the MA's and VA's command
-    cycles, and the planner's seconds."""
+    cycles, the planner's seconds and the kind's in all, and with the experts partition
+    its split."""
     kind: str
     layers: tuple
     ma_commands: int
@@ -374,8 +396,10 @@ class LayerKind:
     cycles: int
     ma_cycles: int
     va_cycles: int
-    plan_seconds: float
+    plan_seconds: float          # in the planner
+    seconds: float               # in all: the command cycles (latency models), the planner
     plan_summary: str
+    split: ExpertSplit | None = None
 
 
 def _kind_name(cfg, i):
@@ -383,30 +407,101 @@ def _kind_name(cfg, i):
     return f"{cfg.layer_types[i]} + {routing}"
 
 
-def _layer_figures(kind, layers, program, position, tile, schedule, cache):
-    graph, cycles, writes, tiles = _layer_graph(program, position, cache)
+def _schedule(program, commands, position, tile, schedule, cache):
+    """``(cycles, summary, nodes, MA command cycles, VA command cycles, planner
+    seconds)`` of ``commands`` (of ``program``) as one graph, planned or one after
+    another."""
+    part = gprogram.Program(program.config, program.tensors, tuple(commands), {})
+    graph, cycles, writes, tiles = _layer_graph(part, position, cache)
     is_ma = {op.name: op.op_type == "gemm" for op in graph.ops}
     ma = sum(c for n, c in cycles.items() if is_ma[n])
     va = sum(c for n, c in cycles.items() if not is_ma[n])
+    if schedule == "sequential":
+        return ma + va, "commands one after another (no planner)", len(graph.ops), ma, va, 0.0
+    # A GEMM's MA commands are one sequencer entry here, their sequencer gap (the
+    # cycles from a command's end to the next launch) added to its cycles: each
+    # command's launch (its issue, about 100 cycles) hides behind the command before
+    # (thousands of cycles at full size), and a list of one entry per MA command
+    # makes the planner's sequencer timeline quadratic (18 832 MA commands a layer).
+    gap = SequencerTiming().gap
+    held = {n: c + (tiles[n] - 1) * gap for n, c in cycles.items()}
+    began = time.perf_counter()
+    result = plan(graph, _machine(tile, held, writes), max_cycles=_NO_HORIZON)
+    took = time.perf_counter() - began
+    return result.makespan, result.summary(), len(graph.ops), ma, va, took
+
+
+_EXPERT = re.compile(r"(?:^|\.)e(\d+)\.")
+
+
+def _expert_of(cmd):
+    """The routed expert whose tensors a command touches (``e<i>.`` in a name), or None."""
+    ops = (cmd.a, cmd.b, cmd.c) if isinstance(cmd, MaCmd) else (
+        cmd.src, cmd.src2, cmd.src3, cmd.dst, cmd.dst2)
+    found = {int(m.group(1)) for o in ops if o is not None
+             for m in [_EXPERT.search(o.tensor)] if m}
+    return found.pop() if len(found) == 1 else None
+
+
+def moe_split(program):
+    """``(pre, [each routed expert's commands], post)`` of a layer's step: the routed
+    experts' commands are those touching an ``e<i>.`` tensor (golden's MoE names each
+    expert's rows and weights so), consecutive per expert."""
+    marks = [_expert_of(c) for c in program.commands]
+    idx = [i for i, e in enumerate(marks) if e is not None]
+    if not idx:
+        raise ValueError("the layer's step has no routed expert commands")
+    first, last = idx[0], idx[-1]
+    experts = []
+    for i in range(first, last + 1):
+        if marks[i] is None:
+            raise ValueError(f"command {i} between the routed experts' touches none of them")
+        if not experts or marks[i] != marks[i - 1]:
+            experts.append([])
+        experts[-1].append(program.commands[i])
+    return program.commands[:first], experts, program.commands[last + 1:]
+
+
+def _layer_figures(kind, layers, program, position, tile, schedule, cache, expert_tiles=None,
+                   link=None):
+    """A layer kind's :class:`LayerKind`; with ``expert_tiles`` (the experts partition's
+    N) and ``link`` ((bytes a cycle, latency, bytes of a token's row)), its routed
+    experts on the tiles round robin, their rows sent and returned over the layer tile's
+    link one after another."""
     cmds = program.commands
     began = time.perf_counter()
-    if schedule == "planned":
-        # A GEMM's MA commands are one sequencer entry here, their sequencer gap (the
-        # cycles from a command's end to the next launch) added to its cycles: each
-        # command's launch (its issue, about 100 cycles) hides behind the command before
-        # (thousands of cycles at full size), and a list of one entry per MA command
-        # makes the planner's sequencer timeline quadratic (18 832 MA commands a layer).
-        gap = SequencerTiming().gap
-        held = {n: c + (tiles[n] - 1) * gap for n, c in cycles.items()}
-        result = plan(graph, _machine(tile, held, writes), max_cycles=_NO_HORIZON)
-        total, summary = result.makespan, result.summary()
-    else:
-        total, summary = ma + va, "commands one after another (no planner)"
-    took = time.perf_counter() - began
+    total, summary, nodes, ma, va, took = _schedule(program, cmds, position, tile, schedule,
+                                                    cache)
+    split = None
+    if expert_tiles is not None:
+        pre, experts, post = moe_split(program)
+        parts = [_schedule(program, part, position, tile, schedule, cache)
+                 for part in [pre, post] + experts]
+        took += sum(p[-1] for p in parts)
+        pre_c, post_c = parts[0][0], parts[1][0]
+        each = tuple(p[0] for p in parts[2:])
+        load = [[] for _ in range(min(expert_tiles, len(each)))]
+        for j, c in enumerate(each):
+            load[j % len(load)].append(c)
+        per_bytes, latency, row = link
+        flits = -(-row // per_bytes)
+        # the layer's tile sends the token's row to each other tile with experts, one
+        # after the other, and takes each remote expert's output row back in turn
+        finish, sent, cycles_out = sum(load[0]), 0, 0
+        for m, mine in enumerate(load[1:], start=1):
+            arrive = latency + m * flits
+            finish = max(finish, arrive + sum(mine) + latency + len(mine) * flits)
+            sent += row * (1 + len(mine))
+            cycles_out += flits * (1 + len(mine))
+        split = ExpertSplit(pre_c, each, post_c, tuple(len(x) for x in load), finish, sent,
+                            cycles_out)
+        total = pre_c + finish + post_c
+        summary = (f"pre {pre_c} + experts {finish} + post {post_c}; the whole layer on one "
+                   f"tile: {summary}")
     return LayerKind(kind, tuple(layers), sum(isinstance(c, MaCmd) for c in cmds),
                      sum(not isinstance(c, MaCmd) for c in cmds),
-                     sum(c.repeat for c in cmds if not isinstance(c, MaCmd)), len(graph.ops),
-                     total, ma, va, took, summary)
+                     sum(c.repeat for c in cmds if not isinstance(c, MaCmd)), nodes,
+                     total, ma, va, took, time.perf_counter() - began, summary, split)
 
 
 # --- the partition ----------------------------------------------------------------------
@@ -447,7 +542,9 @@ def partition_layers(cycles, tiles):
 
 @dataclass(frozen=True)
 class Estimate:
-    """One decode step on ``tiles`` tiles (cycles at the tile's clock)."""
+    """One decode step on ``tiles`` tiles (cycles at the tile's clock). ``partition``
+    "layers": ``spans`` the layers of each tile; "experts": every layer on tile 0, its
+    token's routed experts spread over the tiles (:class:`ExpertSplit` per kind)."""
     source: str
     cfg: object
     position: int
@@ -455,47 +552,123 @@ class Estimate:
     tiles: int
     clock_mhz: float
     schedule: str
+    partition: str
     link_bytes: int
     link_latency: int
     kinds: tuple                 # LayerKind
     layer_cycles: tuple          # per layer
-    spans: tuple                 # per tile (first, last)
-    handoff_bytes: int
+    spans: tuple                 # per tile (first, last); the experts partition: all on 0
+    handoff_bytes: int           # a token's residual streams (layers) or its row (experts)
     generate_seconds: float
-    plan_seconds: float
+    plan_seconds: float          # the planner's, all layer kinds
+    seconds: float               # the whole estimate's
+
+    def _kind_of(self, layer):
+        return next(k for k in self.kinds if layer in k.layers)
 
     @property
     def tile_cycles(self):
-        return tuple(sum(self.layer_cycles[a:b + 1]) for a, b in self.spans)
+        """Cycles each tile is busy in a step (the experts partition: tile 0 its layers'
+        own commands and its share of the experts, tile j > 0 its experts)."""
+        if self.partition == "layers":
+            return tuple(sum(self.layer_cycles[a:b + 1]) for a, b in self.spans)
+        busy = [0] * self.tiles
+        for i in range(self.cfg.num_hidden_layers):
+            sp = self._kind_of(i).split
+            busy[0] += sp.pre + sp.post
+            for j, e in enumerate(sp.experts):
+                busy[j % len(sp.tiles)] += e
+        return tuple(busy)
 
     @property
     def handoff_cycles(self):
-        """Cycles of one hand-over between two tiles: the link's latency and the flits."""
+        """Cycles of one hand-over of ``handoff_bytes``: the link's latency and the flits."""
         return self.link_latency + -(-self.handoff_bytes // self.link_bytes)
 
     @property
+    def link_bytes_per_step(self):
+        if self.partition == "layers":
+            return (self.tiles - 1) * self.handoff_bytes
+        return sum(self._kind_of(i).split.sent for i in range(self.cfg.num_hidden_layers))
+
+    @property
     def step_cycles(self):
-        """One token through every tile in turn, with the hand-overs between them."""
-        return sum(self.tile_cycles) + (self.tiles - 1) * self.handoff_cycles
+        """One token through every layer: the layers' cycles (the experts partition: the
+        hand-overs inside them), and the layer partition's hand-overs between tiles."""
+        if self.partition == "layers":
+            return sum(self.tile_cycles) + (self.tiles - 1) * self.handoff_cycles
+        return sum(self.layer_cycles)
 
     @property
     def stage_cycles(self):
-        """The busiest pipeline stage: a tile, or a hand-over."""
+        """The busiest pipeline stage (the layer partition: a tile or a hand-over); the
+        experts partition runs one token at a time: the step."""
+        if self.partition == "experts":
+            return self.step_cycles
         return max(self.tile_cycles + ((self.handoff_cycles,) if self.tiles > 1 else ()))
 
     def tokens_per_second(self, cycles):
         return self.clock_mhz * 1e6 / cycles
+
+    def _partition_lines(self, shapes):
+        c = self.cfg
+        if self.partition == "layers":
+            lines = ["partition:"]
+            for i, ((a, b), cyc) in enumerate(zip(self.spans, self.tile_cycles, strict=True)):
+                held = 2 * sum(int(np.prod(s)) for n, s in shapes.items()
+                               if n.startswith("layers.") and a <= int(n.split(".")[1]) <= b)
+                lines.append(f"  tile {i}: layers {a}..{b} ({b - a + 1}), {cyc} cycles, "
+                             f"weights {held / 2**30:.2f} GiB in bf16")
+            hops = self.tiles - 1
+            lines.append(
+                f"inter-tile traffic a step: {hops} hand-over(s) x {self.handoff_bytes} bytes "
+                f"= {hops * self.handoff_bytes} bytes; {self.handoff_cycles} cycles each "
+                f"({self.link_latency} + {self.handoff_bytes} / {self.link_bytes}), "
+                f"{hops * self.handoff_cycles} in all")
+            return lines
+        experts = 2 * sum(int(np.prod(s)) for n, s in shapes.items() if ".mlp.experts." in n)
+        dense = 2 * sum(int(np.prod(s)) for s in shapes.values()) - experts
+        held = experts * -(-c.n_routed_experts // self.tiles) / c.n_routed_experts
+        lines = [f"partition: every layer on tile 0; routed expert e of every layer on tile "
+                 f"e mod {self.tiles} (weights: tile 0 {(dense + held) / 2**30:.2f} GiB, "
+                 f"the others up to {held / 2**30:.2f} GiB in bf16)"]
+        for k in self.kinds:
+            sp = k.split
+            lines.append(f"  {k.kind}: the token's {len(sp.experts)} experts on tiles "
+                         + ", ".join(f"{j}: {n}" for j, n in enumerate(sp.tiles) if n)
+                         + f"; {sp.pre} before them, {sp.phase} for them (one expert "
+                         f"{max(sp.experts)}), {sp.post} after; {sp.sent} bytes over the "
+                         f"links, {sp.link_cycles} cycles on tile 0's link")
+        lines.append(f"inter-tile traffic a step: {self.link_bytes_per_step} bytes (the "
+                     f"token's row, {self.handoff_bytes} bytes, to each other tile with "
+                     "experts and each remote expert's row back, every layer)")
+        return lines
 
     def report(self):
         """The estimate and every assumption it rests on, as text."""
         c, t = self.cfg, self.tile
         shapes = weight_shapes(c)
         weights = 2 * sum(int(np.prod(s)) for s in shapes.values())
+        if self.partition == "layers":
+            why = (f"  partition: whole layers on tiles, consecutive layers together, the split "
+                   f"whose busiest tile has the fewest cycles; why: a layer reads the one before "
+                   f"only through the token's residual streams ({c.hc_mult} x {c.hidden_size} bf16 "
+                   f"= {self.handoff_bytes} bytes), the smallest cut of the step; each tile's "
+                   f"memory holds its layers' weights and state")
+        else:
+            why = ("  partition: experts spread across tiles: each layer's own commands on tile 0, "
+                   "its routed experts round robin over the tiles (the token's j-th on tile j mod "
+                   f"N: an even dispatch); why: at one token the {c.num_experts_per_tok} routed "
+                   "experts are independent GEMMs that run at once on other tiles, for a "
+                   f"{c.hidden_size}-element bf16 row ({self.handoff_bytes} bytes) each way; "
+                   "the layer's commands before the routed experts, each expert's and those "
+                   "after them are scheduled apart (no overlap between the three)")
         lines = [
             f"estimate: one decode step of deepseek-v4 ({self.source}: {c.num_hidden_layers} "
             f"layers, hidden {c.hidden_size}, {c.num_attention_heads} heads of {c.head_dim}, "
             f"{c.n_routed_experts} routed experts, {c.num_experts_per_tok} a token) at position "
-            f"{self.position} on {self.tiles} tile(s), {self.schedule}",
+            f"{self.position} on {self.tiles} tile(s), {self.schedule}, partition "
+            f"{self.partition}",
             "assumptions:",
             f"  tile: MA P={t.p}, VA L={t.lanes}, memory bus {t.bus_bytes} bytes a cycle, "
             f"clock {self.clock_mhz:g} MHz; the MA, the VA and an MC on a 2x2 Muon mesh "
@@ -514,43 +687,29 @@ class Estimate:
                               "the one before has ended (a barrier)" if self.schedule == "planned"
                               else "the commands one after another, as the host runtime runs "
                               "them; the host's register accesses not counted"),
-            f"  partition: whole layers on tiles, consecutive layers together, the split "
-            f"whose busiest tile has the fewest cycles; why: a layer reads the one before "
-            f"only through the token's residual streams ({c.hc_mult} x {c.hidden_size} bf16 "
-            f"= {self.handoff_bytes} bytes), the smallest cut of the step; each tile's "
-            f"memory holds its layers' weights and state",
+            why,
             f"  inter-tile link: tiles one hop apart on a Muon mesh, {self.link_bytes} bytes "
             f"a cycle, {self.link_latency} cycles zero-load latency (golden/muon.py); "
-            "no contention (one transfer at a time)",
+            "a tile's transfers one after another on its link, no other contention",
             "  not counted: the host (writing the token id and the step's constants, "
             "reading the output), the embedding, the output head and the next-token "
             "prediction layers, the weights' loading, prefill",
             f"layer kinds ({self.generate_seconds:.2f} s to make the programs, "
-            f"{self.plan_seconds:.2f} s to {'plan' if self.schedule == 'planned' else 'sum'} them):",
+            f"{sum(k.seconds for k in self.kinds):.2f} s to time them, of which "
+            f"{self.plan_seconds:.2f} s in the planner; {self.seconds:.2f} s in all):",
         ]
         for k in self.kinds:
             lines.append(
                 f"  {k.kind}: layers {_ranges(k.layers)}; {k.ma_commands} MA + {k.va_commands} "
                 f"VA commands ({k.va_starts} VA STARTs), {k.nodes} nodes; MA {k.ma_cycles}, VA "
                 f"{k.va_cycles} command cycles; {k.cycles} cycles a layer "
-                f"({k.plan_seconds:.2f} s; {k.plan_summary})")
-        lines.append("partition:")
-        for i, ((a, b), cyc) in enumerate(zip(self.spans, self.tile_cycles, strict=True)):
-            held = 2 * sum(int(np.prod(s)) for n, s in shapes.items()
-                           if n.startswith("layers.") and a <= int(n.split(".")[1]) <= b)
-            lines.append(f"  tile {i}: layers {a}..{b} ({b - a + 1}), {cyc} cycles, "
-                         f"weights {held / 2**30:.2f} GiB in bf16")
-        hops = self.tiles - 1
-        lines.append(
-            f"inter-tile traffic a step: {hops} hand-over(s) x {self.handoff_bytes} bytes = "
-            f"{hops * self.handoff_bytes} bytes; {self.handoff_cycles} cycles each "
-            f"({self.link_latency} + {self.handoff_bytes} / {self.link_bytes}), "
-            f"{hops * self.handoff_cycles} in all")
+                f"({k.seconds:.2f} s, the planner {k.plan_seconds:.2f} s; {k.plan_summary})")
+        lines += self._partition_lines(shapes)
         step, stage = self.step_cycles, self.stage_cycles
         lines.append(f"step: {step} cycles = {step / self.clock_mhz / 1e3:.3f} ms at "
                      f"{self.clock_mhz:g} MHz: {self.tokens_per_second(step):.3f} tokens/s for "
-                     "one sequence (a token passes the tiles in turn)")
-        if self.tiles > 1:
+                     "one sequence")
+        if self.partition == "layers" and self.tiles > 1:
             lines.append(f"pipelined: {self.tiles} sequences in flight, one token every "
                          f"{stage} cycles (the busiest stage): "
                          f"{self.tokens_per_second(stage):.3f} tokens/s in all")
@@ -568,12 +727,16 @@ def _ranges(layers):
 
 
 def estimate(cfg=None, *, source="the tile preset", position=None, tiles=1, tile=None,
-             clock_mhz=DEFAULT_CLOCK_MHZ, schedule="planned", link_bytes=None, link_latency=None):
+             clock_mhz=DEFAULT_CLOCK_MHZ, schedule="planned", partition="layers",
+             link_bytes=None, link_latency=None):
     """The :class:`Estimate` of one decode step of ``cfg`` (default the tile's
     ``deepseek-v4`` preset, at its position 63; a configuration at
     :data:`DEFAULT_POSITION`) on ``tiles`` tiles of ``tile`` (:class:`TileParams`) at
-    ``clock_mhz``. ``link_bytes`` (default the bus's) and ``link_latency`` (default one
-    Muon hop's zero-load latency) describe the link between two tiles."""
+    ``clock_mhz``, whole layers on tiles (``partition`` "layers") or each layer's routed
+    experts spread over them ("experts"). ``link_bytes`` (default the bus's) and
+    ``link_latency`` (default one Muon hop's zero-load latency) describe the link between
+    two tiles."""
+    started = time.perf_counter()
     tile = tile or TileParams()
     if cfg is None:
         cfg = PRESETS["deepseek-v4"].config
@@ -585,6 +748,8 @@ def estimate(cfg=None, *, source="the tile preset", position=None, tiles=1, tile
         raise ValueError(f"the clock must be a positive number of MHz, not {clock_mhz!r}")
     if schedule not in SCHEDULES:
         raise ValueError(f"schedule must be one of {SCHEDULES}, not {schedule!r}")
+    if partition not in PARTITIONS:
+        raise ValueError(f"partition must be one of {PARTITIONS}, not {partition!r}")
     link_bytes = tile.bus_bytes if link_bytes is None else link_bytes
     link_latency = zero_load_latency((0, 0), (1, 0)) if link_latency is None else link_latency
     if not _pow2(link_bytes):
@@ -592,9 +757,13 @@ def estimate(cfg=None, *, source="the tile preset", position=None, tiles=1, tile
     if isinstance(link_latency, bool) or not isinstance(link_latency, int) or link_latency < 0:
         raise ValueError(f"the link's latency must be an integer >= 0 cycles, not {link_latency!r}")
     n = cfg.num_hidden_layers
-    if tiles > n:
+    if partition == "layers" and tiles > n:
         raise ValueError(f"{tiles} tiles for {n} layers: whole layers go on tiles, so at "
                          f"most {n} tiles")
+    if partition == "experts" and tiles > cfg.n_routed_experts:
+        raise ValueError(f"{tiles} tiles for {cfg.n_routed_experts} routed experts: at most "
+                         f"{cfg.n_routed_experts} tiles")
+    handoff = 2 * (cfg.hc_mult if partition == "layers" else 1) * cfg.hidden_size
     groups = {}
     for i in range(n):
         groups.setdefault(_kind_name(cfg, i), []).append(i)
@@ -602,14 +771,15 @@ def estimate(cfg=None, *, source="the tile preset", position=None, tiles=1, tile
     programs = layer_programs(cfg, position, tile.block_config(), [g[0] for g in groups.values()])
     made = time.perf_counter() - began
     cache = {}
+    split = None if partition == "layers" else tiles
     kinds = tuple(_layer_figures(kind, layers, programs[layers[0]], position, tile, schedule,
-                                 cache) for kind, layers in groups.items())
+                                 cache, split, (link_bytes, link_latency, handoff))
+                  for kind, layers in groups.items())
     per_layer = [0] * n
     for k in kinds:
         for i in k.layers:
             per_layer[i] = k.cycles
-    return Estimate(source, cfg, position, tile, tiles, float(clock_mhz), schedule, link_bytes,
-                    link_latency, kinds, tuple(per_layer), tuple(partition_layers(per_layer, tiles)),
-                    2 * cfg.hc_mult * cfg.hidden_size, made,
-                    sum(k.plan_seconds for k in kinds))
-
+    spans = partition_layers(per_layer, tiles) if partition == "layers" else [(0, n - 1)]
+    return Estimate(source, cfg, position, tile, tiles, float(clock_mhz), schedule, partition,
+                    link_bytes, link_latency, kinds, tuple(per_layer), tuple(spans), handoff,
+                    made, sum(k.plan_seconds for k in kinds), time.perf_counter() - started)

@@ -27,6 +27,7 @@ from plan.estimate import (
     _machine,
     estimate,
     layer_programs,
+    moe_split,
     partition_layers,
     read_config,
 )
@@ -201,6 +202,49 @@ def test_flash_planner_under_10_seconds(flash):
     assert result.plan_seconds < 10
 
 
+def test_moe_split_is_the_program(tiny_programs):
+    """moe_split cuts a layer's step into the commands before the routed experts, one run
+    per expert the token is routed to, and the commands after them, in program order."""
+    for programs in tiny_programs:
+        for prog in programs:
+            pre, experts, post = moe_split(prog)
+            assert list(pre) + [c for e in experts for c in e] + list(post) == list(prog.commands)
+            picked = {int(c.b.tensor.split(".e")[1].split(".")[0]) for e in experts for c in e
+                      if isinstance(c, MaCmd)}
+            assert len(experts) == len(picked)
+            assert all(c.stage == "MoE output (tokens routed alike)" for e in experts for c in e)
+    k = PRESETS["deepseek-v4"].config.num_experts_per_tok
+    assert all(len(moe_split(p)[1]) == k for p in tiny_programs[1])
+
+
+@pytest.mark.parametrize("schedule", ["sequential", "planned"])
+def test_experts_partition(schedule):
+    """Experts spread across tiles: on one tile a layer is its parts one after another;
+    on k tiles (one expert each) the experts' phase is the slowest tile's, with the rows
+    sent out and back one after another on tile 0's link, and the step is shorter; the
+    traffic is the token's row to each other tile and each remote expert's row back."""
+    cfg = PRESETS["deepseek-v4"].config
+    k, row = cfg.num_experts_per_tok, 2 * cfg.hidden_size
+    one = estimate(tiles=1, tile=SMALL, schedule=schedule, partition="experts")
+    for kind in one.kinds:
+        sp = kind.split
+        assert sp.tiles == (k,) and sp.sent == 0 and sp.phase == sum(sp.experts)
+        assert kind.cycles == sp.pre + sp.phase + sp.post
+    many = estimate(tiles=k, tile=SMALL, schedule=schedule, partition="experts")
+    flits = -(-row // many.link_bytes)
+    for kind in many.kinds:
+        sp = kind.split
+        assert sp.tiles == (1,) * k
+        assert sp.phase == max([sp.experts[0]] + [
+            many.link_latency + m * flits + sp.experts[m] + many.link_latency + flits
+            for m in range(1, k)])
+        assert sp.sent == 2 * (k - 1) * row
+    assert many.link_bytes_per_step == cfg.num_hidden_layers * 2 * (k - 1) * row
+    assert many.step_cycles == sum(many.layer_cycles) < one.step_cycles
+    assert sum(many.tile_cycles) == sum(sp for kd in many.kinds for sp in [
+        (kd.split.pre + kd.split.post + sum(kd.split.experts))] * len(kd.layers))
+
+
 def test_command_line_estimate(capsys):
     assert cli_main(["--preset", "deepseek-v4", "--tiles", "3", "--ma-p", "4", "--va-lanes",
                      "8", "--clock-mhz", "50", "--schedule", "sequential"]) == 0
@@ -227,6 +271,9 @@ def test_user_errors_are_one_line(tmp_path, capsys):
     _fails(dsv4 + ["--tiles", "1", "--link-bytes", "3"], capsys, "--link-bytes must be")
     _fails(dsv4 + ["--tiles", "1", "--json", str(tmp_path / "p.json")], capsys, "--json")
     _fails(dsv4 + ["--config", str(FLASH)], capsys, "give --tiles N too")
+    _fails(dsv4 + ["--partition", "experts"], capsys, "give --tiles N too")
+    _fails(dsv4 + ["--tiles", "9", "--partition", "experts"], capsys,
+           "9 tiles for 8 routed experts")
     _fails(dsv4 + ["--tiles", "1", "--config", str(tmp_path / "none.json")], capsys,
            "no such file")
     text = tmp_path / "text.json"

@@ -301,12 +301,15 @@ def _cycles(program, cmd, cache):
 
 
 def _layer_graph(program, position, cache):
-    """``(graph, command cycles by op, sequencer writes by op, commands by op)`` of one
-    layer's step."""
-    tensors, ops, cycles, writes, tiles = {}, [], {}, {}, {}
+    """``(graph, command cycles by op, sequencer writes by op, MA commands by op)`` of
+    ``program``'s commands (one node per VA command, one per GEMM's run of MA
+    commands), every tensor ``ordered`` as :func:`plan.lower.lower_program` makes them."""
+    tensors, ops, cycles, writes, tiles, names = {}, [], {}, {}, {}, {}
 
     def touch(name):
         new = ir_name(name)
+        if names.setdefault(new, name) != name:
+            raise ValueError(f"tensors {names[new]!r} and {name!r} have one IR name {new!r}")
         if new not in tensors:
             t = program.tensors[name]
             tensors[new] = IrTensor(new, tuple(int(s) for s in t.shape), DTYPE_NAMES[t.dtype],

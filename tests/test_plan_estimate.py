@@ -96,6 +96,21 @@ def test_cached_cycles_are_the_models(tiny_programs):
     assert len(cache) < sum(len(p.commands) for p in tiny_programs[1])
 
 
+def test_cached_cycles_of_a_full_size_layer():
+    """The same on commands of a V4-Flash layer (seeded sample): a command that shares a
+    cache entry with another has that one's cycles by its own model too."""
+    cfg = read_config(FLASH)
+    prog = layer_programs(cfg, 4095, TileParams().block_config(), [2])[2]
+    rng = test_seed()
+    ma = [c for c in prog.commands if isinstance(c, MaCmd)]
+    va = [c for c in prog.commands if not isinstance(c, MaCmd) and c.repeat * c.length <= 4096]
+    cache = {}
+    for cmd in rng.sample(ma, 300) + rng.sample(va, 60):
+        model = ma_command_cycles if isinstance(cmd, MaCmd) else va_command_cycles
+        assert _cycles(prog, cmd, cache) == model(prog, cmd)
+    assert len(cache) < 360
+
+
 def test_sequential_estimate_within_10_percent_of_the_measured_step():
     """The tiny preset on one small tile, the commands one after another (as the host
     runtime ran them) against the measured command cycles (DSV4_COMMAND_CYCLES; the host's

@@ -63,7 +63,7 @@ def add_arguments(parser):
     est = parser.add_argument_group(
         "the multi-tile estimate (with --preset deepseek-v4 and --tiles; docs/plan.md)")
     est.add_argument("--tiles", type=int, metavar="N", help="estimate one decode step on N "
-                     "tiles from the latency models (whole layers on tiles) instead of "
+                     "tiles from the latency models (--partition) instead of "
                      "planning the tile preset's step")
     est.add_argument("--config", metavar="FILE", help="a DeepSeek-V4 config.json (e.g. "
                      "tests/data/deepseek_v4_flash_config.json); default the tile preset's "

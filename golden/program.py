@@ -299,6 +299,26 @@ class Builder:
             self.m.write(name, data)
         return name
 
+    def weight(self, name, w, mode):
+        """Weight ``w`` (float64, ``(N, K)`` as stored by the model) as the MA's B operand
+        ``(K, N)``, a shared tensor: bf16, or (int8 mode) int8 with one binary32 scale per
+        tensor, both prepared by the host (the scale is the VA's QUANTIZE of the whole
+        tensor). Returns ``(name, scale)``, the scale None in bf16 mode."""
+        wb = to_bf16(w)
+        # Keyed by the values too: the layers of a step share one builder, and each layer's
+        # weight of a name is its own tensor (the same values: the same tensor).
+        key = ("weight", name, mode, wb.shape, _digest(wb))
+        if key not in self.cache:
+            if mode == "bf16":
+                self.cache[key] = (self.const(self.shared_name(f"w.{name}"), wb.T.copy(),
+                                              "bf16", "weight", shared=True), None)
+            else:
+                qw, sw = va.quantize_bf16(wb.ravel())
+                t = self.const(self.shared_name(f"w8.{name}"), qw.reshape(w.shape).T.copy(),
+                               "int8", "weight", shared=True)
+                self.cache[key] = (t, sw)
+        return self.cache[key]
+
     def const(self, name, data, dtype="bf16", role="const", shared=False):
         data = np.asarray(data)
         return self.tensor(name, data.shape if data.ndim else (1,), dtype, role, data, shared)
@@ -392,24 +412,8 @@ class _Layer:
         self._quant = {}
 
     def weight(self, name, w, mode):
-        """Weight ``w`` (float64, ``(N, K)`` as stored by the model) as the MA's B operand
-        ``(K, N)``: bf16, or (int8 mode) int8 with one binary32 scale per tensor, both
-        prepared by the host (the scale is the VA's QUANTIZE of the whole tensor)."""
-        wb = to_bf16(w)
-        # Keyed by the values too: the layers of a step share one builder, and each layer's
-        # weight of a name is its own tensor (the same values: the same tensor).
-        key = ("weight", name, mode, wb.shape, _digest(wb))
-        cache, b = self.b.cache, self.b
-        if key not in cache:
-            if mode == "bf16":
-                cache[key] = (b.const(b.shared_name(f"w.{name}"), wb.T.copy(), "bf16", "weight",
-                                      shared=True), None)
-            else:
-                qw, sw = va.quantize_bf16(wb.ravel())
-                t = b.const(b.shared_name(f"w8.{name}"), qw.reshape(w.shape).T.copy(), "int8",
-                            "weight", shared=True)
-                cache[key] = (t, sw)
-        return cache[key]
+        """Weight ``w`` as the MA's B operand: :meth:`Builder.weight`."""
+        return self.b.weight(name, w, mode)
 
     def matmul(self, x, w, wname, out, stage, mode=None):
         """``out (M, N) = bf16(x (M, K) @ wᵀ)`` on the MA (``hwpath.ma_matmul``)."""

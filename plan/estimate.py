@@ -36,7 +36,6 @@ import pathlib
 import re
 import time
 from dataclasses import dataclass
-from unittest import mock
 
 import numpy as np
 
@@ -168,24 +167,23 @@ class _ShapeBuilder(Builder):
         self.tensors[name] = t
         return name
 
+    def weight(self, name, w, mode):
+        """The B operand's tensor ``(K, N)`` without its values (:meth:`Builder.weight`
+        rounds every weight to bf16 and keeps it: about 30 s and 1.2 GB for a V4-Flash
+        layer, against 0.3 s and 50 MB here)."""
+        key = ("weight", name, mode, w.shape)
+        if key not in self.cache:
+            self.cache[key] = (self.tensor(self.shared_name(f"w.{name}"),
+                                           (w.shape[1], w.shape[0]), "bf16", "weight",
+                                           shared=True), None)
+        return self.cache[key]
+
     def emit(self, cmd):
         self.commands.append(cmd)
 
     def read(self, name):
         t = self.tensors[name]
         return np.arange(t.size, dtype=np.int64).reshape(t.shape)
-
-
-def _shape_weight(layer, name, w, mode):
-    """:meth:`golden.program._Layer.weight` for the shape builder: the B operand's tensor
-    ``(K, N)`` without its values (the real one rounds every weight to bf16 and keeps it:
-    about 30 s and 1.2 GB for a V4-Flash layer, against 0.3 s and 50 MB here)."""
-    b = layer.b
-    key = ("weight", name, mode, w.shape)
-    if key not in b.cache:
-        b.cache[key] = (b.tensor(b.shared_name(f"w.{name}"), (w.shape[1], w.shape[0]), "bf16",
-                                 "weight", shared=True), None)
-    return b.cache[key]
 
 
 class _Shapes(dict):
@@ -209,15 +207,12 @@ def layer_programs(cfg, position, block, layers=None):
     b = _ShapeBuilder(block)
     weights = _Shapes(cfg)
     out = {}
-    # golden's generator calls _Layer.weight for every weight; only while these
-    # programs are made does it give the shape alone (not thread-safe, as any patch).
-    with mock.patch.object(gprogram._Layer, "weight", _shape_weight):
-        for i in range(cfg.num_hidden_layers) if layers is None else layers:
-            layer = DeepseekV4Layer(cfg, weights, i)
-            b.prefix = f"l{i}."
-            state = dsv4_state(b, layer, position + 1)
-            row = np.zeros((cfg.hc_mult, cfg.hidden_size))
-            out[i], _ = dsv4_decode_step(layer, state, row, 0, position, b)
+    for i in range(cfg.num_hidden_layers) if layers is None else layers:
+        layer = DeepseekV4Layer(cfg, weights, i)
+        b.prefix = f"l{i}."
+        state = dsv4_state(b, layer, position + 1)
+        row = np.zeros((cfg.hc_mult, cfg.hidden_size))
+        out[i], _ = dsv4_decode_step(layer, state, row, 0, position, b)
     b.prefix = ""
     return out
 

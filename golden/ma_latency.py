@@ -100,8 +100,9 @@ def _bursts(addr, nbytes, bus_bytes):
 class _ReadChannel:
     """Row commands → bursts → words on one in-order read channel."""
 
-    def __init__(self, bus_bytes, latency, start):
+    def __init__(self, bus_bytes, latency, start, burst_gap=0):
         self.bus_bytes, self.latency = bus_bytes, latency
+        self.burst_gap = burst_gap
         self.accept_free = start      # earliest cycle the reader takes a command
         self.channel_free = 0         # earliest cycle the read channel gives a word
 
@@ -117,25 +118,30 @@ class _ReadChannel:
             issued = accepted + 1 + 2 * index
             first = max(issued + self.latency + READ_OFFSET, self.channel_free)
             last = first + words - 1
-            self.channel_free = last + 1
+            self.channel_free = last + 1 + self.burst_gap
         if flush:
             self.channel_free += 1
             last += 1
         return accepted, last
 
 
-def ma_cycles(cmd, *, p, data_width, latency):
+def ma_cycles(cmd, *, p, data_width, latency, write_latency=None, burst_gap=0,
+              write_store=0):
     """Predicted cycles from the START write to DONE (the CTR's value minus the
     timebase at START) for ``cmd`` on an MA with array size ``p`` and a bus of
-    ``data_width`` bits, with ``latency`` cycles of memory latency."""
+    ``data_width`` bits, with ``latency`` cycles of memory latency (``write_latency``,
+    default ``latency``: to a write's answer); ``burst_gap`` cycles the read channel loses
+    after each burst's words, ``write_store`` cycles per word of a write burst beyond its
+    first before its answer (a memory path that stores and forwards; the tile's:
+    ``plan.machine.MemoryPath``)."""
     bb = data_width // 8
     es = 2 if cmd.bf16 else 1
     m_tiles, n_tiles = -(-cmd.m // p), -(-cmd.n // p)
     # B as stored: K rows of N, or transposed N rows of K.
     b_rows, b_cols = (cmd.n, cmd.k) if cmd.b_transposed else (cmd.k, cmd.n)
     walk_end = 2 + (2 * cmd.m + b_rows)
-    reader = _ReadChannel(bb, latency, 0)
-    writer = _Writer(bb, latency)
+    reader = _ReadChannel(bb, latency, 0, burst_gap)
+    writer = _Writer(bb, latency if write_latency is None else write_latency, write_store)
 
     # Loads of B, in order; the sequencer's command stream is one row a cycle at best.
     valid = walk_end + WALK_TO_LOADS
@@ -231,8 +237,8 @@ def ma_cycles(cmd, *, p, data_width, latency):
 class _Writer:
     """Result rows → address, words (one a cycle) → a response ``latency`` later."""
 
-    def __init__(self, bus_bytes, latency):
-        self.bus_bytes, self.latency = bus_bytes, latency
+    def __init__(self, bus_bytes, latency, store=0):
+        self.bus_bytes, self.latency, self.store = bus_bytes, latency, store
         self.free = 0
         self.last_response = 0
 
@@ -244,7 +250,8 @@ class _Writer:
             cycle = accepted
             for words in _bursts(addr, nbytes, self.bus_bytes)[0]:
                 cycle += 1 + words                   # the address, then the words
-                self.last_response = max(self.last_response, cycle - 1 + self.latency)
+                self.last_response = max(self.last_response, cycle - 1 + self.latency
+                                         + self.store * (words - 1))
             self.free = cycle + 1
             credits.append(accepted + 1)
         return credits

@@ -116,8 +116,10 @@ class _Operand:
 class _Channels:
     """The VA's one read channel and one write channel, across the passes of a command."""
 
-    def __init__(self, bb, latency):
+    def __init__(self, bb, latency, write_latency=None, burst_gap=0, write_store=0):
         self.bb, self.latency = bb, latency
+        self.write_latency = latency if write_latency is None else write_latency
+        self.burst_gap, self.write_store = burst_gap, write_store
         self.read_free = 0
         self.write_free = 0
         self.answer = 0
@@ -175,7 +177,7 @@ class _Channels:
             length = o.bursts[o.next]
             first = max(t + latency + READ_WAIT, self.read_free)
             o.arrive.extend(range(first, first + length))
-            self.read_free = first + length
+            self.read_free = first + length + self.burst_gap
             bursts_done.append(first + length - 1)
             o.issued += length
             o.next += 1
@@ -201,7 +203,8 @@ class _Channels:
         for length in _bursts(addr, nbytes, bb):
             issue = max(times[word + length - 1], self.write_free)
             self.write_free = issue + length + 1
-            answer = issue + length + self.latency + WRITE_WAIT
+            answer = (issue + length + self.write_latency + WRITE_WAIT
+                      + self.write_store * (length - 1))
             word += length
         self.answer = max(self.answer, answer)
         return answer
@@ -298,11 +301,16 @@ def va_passes(cmd):
 
 
 def va_cycles(cmd, *, lanes, data_width, fn_lanes=None, latency, state=None, memory=None,
-              origin=0):
+              origin=0, write_latency=None, burst_gap=0, write_store=0):
     """Predicted cycles from START to DONE (as the VA's CTR counts them) of ``cmd`` (a
     :class:`golden.va.VaCommand`) on a VA of ``lanes`` lanes, a ``data_width``-bit bus
     and ``fn_lanes`` function lanes (None: data_width/16), with ``latency`` cycles of
     memory latency.
+    ``write_latency`` (default ``latency``): cycles from a write burst's last word to
+    its answer instead; ``burst_gap``: cycles the read channel loses after each burst's
+    words; ``write_store``: cycles per word of a write burst beyond its first before its
+    answer (a memory path that stores and forwards the words; ``plan.machine.MemoryPath``
+    gives the tile's).
     ``state`` (a :class:`VaState`, updated in place): what the previous
     command left; None: the VA after reset. The indexed forms skip the elements whose
     index is -1: ``memory`` (bytes from physical address ``origin``) holds the indices;
@@ -314,7 +322,7 @@ def va_cycles(cmd, *, lanes, data_width, fn_lanes=None, latency, state=None, mem
     bb = data_width // 8
     op = VaOpcode(cmd.op)
     n = cmd.length
-    ch = _Channels(bb, latency)
+    ch = _Channels(bb, latency, write_latency, burst_gap, write_store)
     start = 0
     turn = [state.turn]
     prev_pass = state.row_pass
@@ -480,7 +488,7 @@ def _gather(ch, cmd, bb, latency):
             issue = max(issue, arrive[e - ELEMENTS_IN_FLIGHT])
         first = max(issue + latency + READ_WAIT, ch.read_free)
         arrive.append(first)
-        ch.read_free = first + 1
+        ch.read_free = first + 1 + ch.burst_gap
     per_word = bb >> cmd.esize
     ready = [arrive[min(cmd.length, (j + 1) * per_word) - 1] + GATHER_WAIT
              for j in range(-(-cmd.length // per_word))]
@@ -500,7 +508,7 @@ def _scatter(ch, cmd, bb, latency, turn):
         issue = max(takes[e // per_word] + SCATTER_WAIT, issue + 1)
         if e >= ELEMENTS_IN_FLIGHT:
             issue = max(issue, answers[e - ELEMENTS_IN_FLIGHT] + 1)
-        answers.append(issue + latency + WRITE_WAIT)
+        answers.append(issue + ch.write_latency + WRITE_WAIT)
     return answers[-1], ch.turn
 
 
@@ -592,17 +600,18 @@ def _indexed(ch, cmd, bb, latency, skips, rows, turn):
             write = max(cursor + SCATTER_IDX_WRITE, element_free)
         else:
             first = max(cursor + latency + READ_WAIT, ch.read_free)
-            ch.read_free = first + 1
+            ch.read_free = first + 1 + ch.burst_gap
             write = max(first, element_free)
         element_free = write + 1
-        answers.append(write + latency + WRITE_WAIT)
+        answers.append(write + ch.write_latency + WRITE_WAIT)
     return (max(answers) if answers else cursor + 1), ch.turn
 
 
 _REPEAT_CACHE = {}
 
 
-def va_repeat_cycles(cmds, *, lanes, data_width, fn_lanes=None, latency):
+def va_repeat_cycles(cmds, *, lanes, data_width, fn_lanes=None, latency, write_latency=None,
+                     burst_gap=0, write_store=0):
     """Cycles of ``cmds`` (VaCommands) run one after the other from reset, each from
     START to DONE: the model's prediction for a repeated command. Commands of the same
     shape and alignment after the same state are timed once (no memory: the indexed
@@ -612,11 +621,13 @@ def va_repeat_cycles(cmds, *, lanes, data_width, fn_lanes=None, latency):
         key = (cmd.op, cmd.length, cmd.esize, cmd.stride, cmd.k, cmd.split_half, cmd.rows,
                cmd.index_limit, tuple(a % PAGE_BYTES if a else -1 for a in (
                    cmd.src, cmd.src2, cmd.src3, cmd.dst, cmd.dst2)),
-               state.turn, state.row_pass, lanes, data_width, fn_lanes, latency)
+               state.turn, state.row_pass, lanes, data_width, fn_lanes, latency,
+               write_latency, burst_gap, write_store)
         if key not in _REPEAT_CACHE:
             after = VaState(state.turn, state.row_pass)
             cycles = va_cycles(cmd, lanes=lanes, data_width=data_width, fn_lanes=fn_lanes,
-                               latency=latency, state=after)
+                               latency=latency, state=after, write_latency=write_latency,
+                               burst_gap=burst_gap, write_store=write_store)
             _REPEAT_CACHE[key] = cycles, after
         cycles, after = _REPEAT_CACHE[key]
         state = VaState(after.turn, after.row_pass)

@@ -26,7 +26,7 @@ from .estimate import (
 )
 from .gantt import write_gantt
 from .ir import BarrierOp, graph_from_json
-from .lower import VA_MODEL_NOTE, lower_decode
+from .lower import lower_decode, model_note
 from .machine import Machine
 from .synthetic import random_graph
 
@@ -161,10 +161,7 @@ def run(args, out=None):
     if args.preset is not None:
         out.write(f"makespan / larger lower bound = {result.makespan} / "
                   f"{result.lower_bound} = {result.makespan / result.lower_bound:.3f}\n")
-        ma = machine.models["ma"]
-        out.write(f"MA cycles: golden/ma_latency.py (P={ma.p}, bus {ma.data_width} bits, "
-                  f"memory latency {ma.memory_latency} cycles, operands taken as dense); "
-                  f"{VA_MODEL_NOTE}\n")
+        out.write(model_note(machine) + "\n")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             f.write(result.to_json(graph))

@@ -429,15 +429,17 @@ def command_list(programs, graph, result, *, phys_base=PHYS_BASE, origin=0):
 
 
 def preset_command_list(preset, config=None, *, origin=0, phys_base=PHYS_BASE,
-                        max_cycles=None, sequencer=None, commands=None):
+                        max_cycles=None, sequencer=None, commands=None, tile=True):
     """One planned decode step of tile preset ``preset``, planned with the command
     sequencer's timing ``sequencer`` (a :class:`plan.machine.SequencerTiming`, default
     the tile's): ``(entries, plan, graph, programs)``. ``commands``: plan only the step's
-    first that many commands (counted over its layers in turn), a shorter list."""
+    first that many commands (counted over its layers in turn), a shorter list.
+    ``tile``: with the tile machine model (:func:`plan.lower.with_tile`), else the
+    standalone blocks' models."""
     from golden.program import BlockConfig, decode_steps
 
     from .dstp import DEFAULT_MAX_CYCLES, plan
-    from .lower import lower_programs, machine_for, with_sequencer
+    from .lower import lower_programs, machine_for, with_sequencer, with_tile
 
     cfg = config or BlockConfig()
     from golden.presets.tile import PRESETS
@@ -454,8 +456,10 @@ def preset_command_list(preset, config=None, *, origin=0, phys_base=PHYS_BASE,
                 cut.append(replace(prog, commands=tuple(prog.commands[:left])))
                 left -= len(prog.commands)
         programs = cut
-    machine = machine_for(cfg)
+    machine = machine_for(cfg, tile=tile)
     graph = lower_programs(programs, machine, token=t)
+    if tile:
+        graph, machine = with_tile(machine, programs, graph)
     machine = with_sequencer(machine, programs, graph, sequencer)
     result = plan(graph, machine, max_cycles=max_cycles or DEFAULT_MAX_CYCLES)
     return command_list(programs, graph, result, phys_base=phys_base, origin=origin), \

@@ -5,7 +5,9 @@ Resources (each a timeline of busy half-open intervals):
 
 1. **Blocks.** An op runs on one instance of its block kind for the cycles of the kind's
    latency model, ``[start, finish)``; the planner picks the instance (the one that lets
-   it start first; the machine's order breaks ties).
+   it start first; the machine's order breaks ties). The blocks of an exclusive group
+   (``machine.exclusive``) share one timeline: one of them runs at a time (the tile's
+   MA and VA, whose memory traffic shares an unreserved path).
 2. **Muon links (RBR).** An op's inputs come from the MC's node in one reservation of
    ``ceil(bytes read / flit_bytes)`` cycles opening at its start; its outputs go back in
    one reservation whose last window (the MC's ejection port) closes at its finish, so a
@@ -226,7 +228,11 @@ class _Grid:
 
     def __init__(self, machine):
         self.machine = machine
-        self.blocks = {b.name: Timeline() for b in machine.blocks}
+        # Blocks of one exclusive group share one timeline (machine.exclusive).
+        shared = [Timeline() for _ in machine.exclusive]
+        self.blocks = {b.name: next((shared[i] for i, group in enumerate(machine.exclusive)
+                                     if b.kind in group), None) or Timeline()
+                       for b in machine.blocks}
         self.links = {}
         self.slots = [Timeline() for _ in range(machine.rbr_slots)]
         self.channels = [Timeline() for _ in range(machine.mc_channels)]
@@ -442,6 +448,8 @@ def plan(graph, machine, *, max_cycles=DEFAULT_MAX_CYCLES):
                         link_load[link] = link_load.get(link, 0) + flits
                         link_shift[link] = max(link_shift.get(link, 0), shift)
     candidates = [(kind, -(-load // len(machine.instances(kind)))) for kind, load in loads.items()]
+    candidates += [("+".join(group), sum(loads[k] for k in group))
+                   for group in machine.exclusive]
     candidates.append(("mc channels", -(-mc_load // machine.mc_channels)))
     if seq is not None:
         candidates.append(("sequencer", sum(i for ws in issues.values() for _, i in ws)))

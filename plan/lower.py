@@ -38,25 +38,34 @@ memory latency (:data:`VA_MODEL_NOTE`).
 import re
 from dataclasses import replace
 
+from golden.ma_latency import MaCommand, ma_cycles
 from golden.program import BlockConfig, MaCmd, VaCmd, decode_steps
-from golden.va import ProposedVaOpcode
+from golden.va import ProposedVaOpcode, VaCommand
+from golden.va_latency import VaState, va_cycles
 from spec.codes import MaMode, VaOpcode
 
 from .errors import IRError
 from .ir import BarrierOp, DecodeOp, Dependency, Graph, PrefillOp, SparsityMask, Tensor
 from .machine import (
     MA_ENTRY_WRITES,
+    STANDALONE,
+    TILE_EXCLUSIVE,
+    TILE_MC_NODE,
+    TILE_PATH,
     VA_ENTRY_WRITES,
     LinearLatency,
     Machine,
     MaLatency,
     SequencerTiming,
+    TableLatency,
     VaLatency,
+    tile_blocks,
 )
 
 __all__ = ["VA_OP_TYPES", "VA_MODEL_NOTE", "DTYPE_NAMES", "machine_for", "va_traffic",
            "ma_traffic", "lower_program", "lower_programs", "lower_decode", "lower_prefill",
-           "prefill_programs", "ir_name", "sequencer_writes", "with_sequencer"]
+           "prefill_programs", "ir_name", "sequencer_writes", "with_sequencer", "with_tile",
+           "command_cycles", "model_note"]
 
 P = ProposedVaOpcode
 # The IR's op_type (plan.machine.OP_BLOCKS) of every VA opcode a program may issue.
@@ -116,17 +125,127 @@ def with_sequencer(machine, programs, graph, timing=None):
     return replace(machine, sequencer=replace(timing, writes=sequencer_writes(programs, graph)))
 
 
-def machine_for(config=None, **kwargs):
+def machine_for(config=None, *, tile=False, path=TILE_PATH, **kwargs):
     """The planner's :class:`plan.machine.Machine` for a :class:`BlockConfig`: the MA's
     model from its ``p``, ``bus_bits`` and memory ``latency``, the VA's from its
     ``lanes``, ``bus_bits`` and ``latency``; the cache-migrate engine's
-    :class:`LinearLatency` placeholder (``kwargs`` go to Machine)."""
+    :class:`LinearLatency` placeholder (``kwargs`` go to Machine). ``tile``: the blocks
+    at the tile's mesh nodes, each model with the tile's memory path from its node to the
+    MC's (``path``, a :class:`plan.machine.TilePathModel`), the standalone tops' memory
+    otherwise."""
     cfg = config or BlockConfig()
-    models = {"ma": MaLatency(p=cfg.p, data_width=cfg.bus_bits, memory_latency=cfg.latency),
+    if tile:
+        kwargs = {"blocks": tile_blocks(), "mc_node": TILE_MC_NODE,
+                  "exclusive": TILE_EXCLUSIVE} | kwargs
+    blocks = {b.kind: b.node for b in kwargs.get("blocks", Machine().blocks)}
+    mc = kwargs.get("mc_node", Machine().mc_node)
+
+    def memory(kind):
+        if not tile:
+            return STANDALONE
+        x, y = blocks[kind]
+        return path.path(abs(x - mc[0]) + abs(y - mc[1]))
+
+    models = {"ma": MaLatency(p=cfg.p, data_width=cfg.bus_bits, memory_latency=cfg.latency,
+                              path=memory("ma")),
               "va": VaLatency(lanes=cfg.lanes, data_width=cfg.bus_bits,
-                              memory_latency=cfg.latency),
+                              memory_latency=cfg.latency, path=memory("va")),
               "cme": LinearLatency("cme", setup=8)}
     return Machine(models=models, **kwargs)
+
+
+def _ma_command(program, cmd):
+    """The :class:`golden.ma_latency.MaCommand` of program command ``cmd`` (its byte
+    addresses and strides; as :func:`golden.program.ma_command_cycles`)."""
+    t = program.tensors
+    ae = t[cmd.a.tensor].itemsize
+    ce = t[cmd.c.tensor].itemsize
+    return MaCommand(cmd.m, cmd.k, cmd.n, MaMode(cmd.mode) is MaMode.BF16, cmd.accumulate,
+                     t[cmd.a.tensor].addr + cmd.a.offset * ae,
+                     t[cmd.b.tensor].addr + cmd.b.offset * ae,
+                     t[cmd.c.tensor].addr + cmd.c.offset * ce, cmd.lda * ae, cmd.ldb * ae,
+                     cmd.ldc * ce, cmd.b_transposed)
+
+
+def _va_commands(program, cmd):
+    """The :class:`golden.va.VaCommand` of each repetition of ``cmd`` (as
+    :func:`golden.program.va_command_cycles`)."""
+    t = program.tensors
+
+    def addr(o, r):
+        return 0 if o is None else (t[o.tensor].addr
+                                    + (o.offset + r * o.step) * t[o.tensor].itemsize)
+
+    es = t[cmd.src.tensor].itemsize if cmd.src is not None else 2
+    return [VaCommand(cmd.op, cmd.length, src=addr(cmd.src, r), src2=addr(cmd.src2, r),
+                      src3=addr(cmd.src3, r), dst=addr(cmd.dst, r), dst2=addr(cmd.dst2, r),
+                      stride=cmd.stride * es, esize={1: 0, 2: 1, 4: 2}.get(es, 1),
+                      scalar=cmd.scalar, k=cmd.k, index_limit=cmd.index_limit,
+                      rows=getattr(cmd, "rows", 0) or 0, split_half=cmd.split_half)
+            for r in range(cmd.repeat)]
+
+
+def command_cycles(machine, programs):
+    """``[cycles of each START]`` of every command of ``programs`` in program order, by
+    ``machine``'s MA and VA models (their configuration and memory path) on the commands'
+    own addresses, the VA's state (:class:`golden.va_latency.VaState`) carried from one
+    VA command to the next in program order, as the tile runs them."""
+    ma, va = machine.models["ma"], machine.models["va"]
+    ma = getattr(ma, "base", ma)
+    va = getattr(va, "base", va)
+    state, out = VaState(), []
+    for prog in programs:
+        for cmd in prog.commands:
+            if isinstance(cmd, MaCmd):
+                out.append((ma_cycles(_ma_command(prog, cmd), p=ma.p, data_width=ma.data_width,
+                                      **ma.path.kwargs(ma.memory_latency)),))
+            else:
+                out.append(tuple(va_cycles(vc, lanes=va.lanes, data_width=va.data_width,
+                                           fn_lanes=va.fn_lanes, state=state,
+                                           **va.path.kwargs(va.memory_latency))
+                                 for vc in _va_commands(prog, cmd)))
+    return out
+
+
+def with_tile(machine, programs, graph, margins=None):
+    """``(graph, machine)`` with the MA's and VA's models looking up each op's cycles
+    from its command (:func:`command_cycles`: its addresses, each repetition) plus
+    ``margins`` (``{kind: cycles}`` added to every START; default
+    :data:`plan.machine.TILE_MARGINS`), and every op's ``latency_bound`` those cycles."""
+    from .machine import TILE_MARGINS
+
+    margins = TILE_MARGINS if margins is None else margins
+    ops = [op for op in graph.ops if not isinstance(op, BarrierOp)]
+    per = command_cycles(machine, programs)
+    if len(ops) != len(per):
+        raise ValueError(f"the graph has {len(ops)} ops for {len(per)} commands")
+    models = dict(machine.models)
+    for kind in ("ma", "va"):
+        base = getattr(models[kind], "base", models[kind])
+        table = {op.name: cycles for op, cycles in zip(ops, per, strict=True)
+                 if machine.kind_of(op) == kind}
+        models[kind] = TableLatency(base, table, margins.get(kind, 0))
+    machine = replace(machine, models=models)
+    ops = tuple(op if isinstance(op, BarrierOp)
+                else replace(op, latency_bound=machine.cycles(op, graph)) for op in graph.ops)
+    return Graph(graph.tensors, ops, dict(graph.stages)), machine
+
+
+def model_note(machine):
+    """One line: the models the machine's MA and VA use."""
+    ma, va = machine.models["ma"], machine.models["va"]
+    table = isinstance(ma, TableLatency)
+    ma, va = getattr(ma, "base", ma), getattr(va, "base", va)
+    where = ("the tile's memory path (plan.machine.TILE_PATH: MA " + _path(ma.path) + ", VA "
+             + _path(va.path) + ")" if ma.path.read or va.path.read else "a standalone memory")
+    return (f"MA cycles: golden/ma_latency.py (P={ma.p}, bus {ma.data_width} bits); VA cycles: "
+            f"golden/va_latency.py ({va.lanes} lanes); memory latency {ma.memory_latency} "
+            f"cycles at the core's port, through {where}; "
+            + ("each command on its own addresses" if table else "operands taken as dense"))
+
+
+def _path(p):
+    return f"+{p.read} read, +{p.write} write"
 
 
 def _opcode(cmd):
@@ -288,21 +407,27 @@ def lower_programs(programs, machine, *, phase="decode", token=0, prefixes=None)
 
 
 def lower_decode(preset, position=None, config=None, mode="bf16", machine=None,
-                 sequencer=None):
+                 sequencer=None, tile=True):
     """One decode step of tile preset ``preset`` (every layer,
     :func:`golden.program.decode_steps`) as a graph of :class:`DecodeOp` of token
     ``position`` (the preset's by default); returns ``(graph, machine)``, the machine
     with the command sequencer (``sequencer``, default the tile's
-    :class:`plan.machine.SequencerTiming`) counting the step's entries."""
+    :class:`plan.machine.SequencerTiming`) counting the step's entries. ``tile`` (with
+    no ``machine``): the tile machine model (:func:`machine_for` with ``tile``, each
+    command's cycles from its addresses, :func:`with_tile`); else the standalone
+    blocks' models."""
     from golden.presets.tile import PRESETS
 
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}; expected one of {sorted(PRESETS)}")
     cfg = config or BlockConfig()
-    machine = machine or machine_for(cfg)
+    tile = tile and machine is None
+    machine = machine or machine_for(cfg, tile=tile)
     t = PRESETS[preset].position if position is None else position
     programs = [step for _, step in decode_steps(preset, t, cfg, mode)]
     graph = lower_programs(programs, machine, token=t)
+    if tile:
+        graph, machine = with_tile(machine, programs, graph)
     return graph, with_sequencer(machine, programs, graph, sequencer)
 
 

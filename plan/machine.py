@@ -17,13 +17,16 @@ from golden.program import MA_MAX
 from golden.va import VaCommand
 from golden.va_latency import va_repeat_cycles
 from spec.codes import VaOpcode
+from spec.tile import DEFAULT_NODES
 
 from .errors import IRError
 from .ir import BarrierOp
 
-__all__ = ["LatencyModel", "MaLatency", "VaLatency", "LinearLatency", "Block", "Machine", "OP_BLOCKS",
-           "MASKED_OP_TYPES", "op_bytes", "SequencerTiming", "MA_ENTRY_WRITES",
-           "VA_ENTRY_WRITES", "VA_REPEAT_WRITES"]
+__all__ = ["LatencyModel", "MaLatency", "VaLatency", "LinearLatency", "TableLatency", "Block",
+           "Machine", "OP_BLOCKS", "MASKED_OP_TYPES", "op_bytes", "SequencerTiming",
+           "MA_ENTRY_WRITES", "VA_ENTRY_WRITES", "VA_REPEAT_WRITES", "MemoryPath", "STANDALONE",
+           "TilePathModel", "TILE_PATH", "TILE_MARGINS", "TILE_ERROR", "TILE_EXCLUSIVE",
+           "tile_blocks", "TILE_MC_NODE"]
 
 # What block kind runs an op of each op_type (one block command per IR node).
 OP_BLOCKS = {
@@ -48,6 +51,86 @@ def op_bytes(op, graph):
             sum(tensors[t].nbytes for t in op.outputs))
 
 
+@dataclass(frozen=True)
+class MemoryPath:
+    """What a block's memory port sees of the way to memory, beyond the memory's own
+    ``latency`` (the models' parameter: address to first word, last write word to the
+    answer), in cycles: ``read`` more from a read burst's address to its first word,
+    ``write`` more from a write burst's last word to its answer, ``burst_gap`` cycles the
+    read channel loses after every burst's words (an answer packet's head flit),
+    ``write_store`` cycles per word of a write burst beyond its first before its answer
+    (the words are stored and forwarded on the way). :data:`STANDALONE` (all 0) is a
+    standalone top's memory; :class:`TilePathModel` gives the tile's per block."""
+    read: int = 0
+    write: int = 0
+    burst_gap: int = 0
+    write_store: int = 0
+
+    def __post_init__(self):
+        if min(self.read, self.write, self.burst_gap, self.write_store) < 0:
+            raise ValueError(f"a memory path's cycles are >= 0, not {self}")
+
+    def kwargs(self, latency):
+        """The golden models' keyword arguments for memory ``latency``."""
+        return {"latency": latency + self.read, "write_latency": latency + self.write,
+                "burst_gap": self.burst_gap, "write_store": self.write_store}
+
+
+STANDALONE = MemoryPath()
+
+
+@dataclass(frozen=True)
+class TilePathModel:
+    """The tile's memory path (``hdl/tile``: the block's requester NI, the Muon mesh, the
+    memory NI at the MC's node, the MC's client channels, ``MemPortToAxi4``) as a
+    :class:`MemoryPath` of a block ``hops`` mesh hops from the MC's node: a read pays
+    ``read_base + hop·hops`` cycles more than on the standalone top (the request and the
+    answer each cross ``hops`` links), a write ``write_base + hop·hops``; every read
+    burst's answer packet has a head flit (``burst_gap``); a write burst's words are
+    stored and forwarded twice before its answer (by the requester NI, which sends a chunk
+    once it has its words, and by the memory NI, which sends an MC write run once it has
+    its words: ``write_store``).
+
+    Fitted on the tile's Verilator build (P=4, L=8, 128-bit bus, memory latency 9 at the
+    AXI port, 8 at a core's port; docs/plan.md, "The tile machine model") against every
+    command of the ``notes`` decode step run alone (``sim/tile_runtime.py``) and through
+    the command sequencer: the VA (1 hop) exact on all 98 commands' 322 STARTs, the MA (2
+    hops) within −2 .. +16 cycles."""
+    read_base: int = 14
+    write_base: int = 15
+    hop: int = 4
+    burst_gap: int = 1
+    write_store: int = 2
+
+    def path(self, hops):
+        return MemoryPath(self.read_base + self.hop * hops, self.write_base + self.hop * hops,
+                          self.burst_gap, self.write_store)
+
+
+TILE_PATH = TilePathModel()
+TILE_ERROR = {"ma": (-2, 33), "va": (0, 19)}
+"""The tile machine model's error on one START, ``(least, most)`` cycles of its measured
+cycles (CTR − launch − 2) less the model's, measured on the tile (docs/plan.md): the
+model alone (the MA −2 .. +16, the VA exact but for the completion log's writes, up to
++2) and the command sequencer's own list reads (a 16-beat burst every 256 bytes of the
+list, +17 on the command it meets)."""
+TILE_MARGINS = {kind: most for kind, (_, most) in TILE_ERROR.items()}
+TILE_EXCLUSIVE = (("ma", "va"),)
+"""The tile's MA and VA share the memory path (the memory NI's ports, the MC's read and
+write channels, the memory) unreserved: a command of one beside a command of the other
+waits for the other's bursts (measured: up to +124 cycles on a VA START beside an MA
+GEMV, +35 on an MA command), so the tile machine runs one at a time."""
+"""Cycles the tile machine model adds to every START of a block kind's commands: the
+most its error can be, so that no command ends after its planned cycle."""
+TILE_MC_NODE = DEFAULT_NODES["mc"]
+
+
+def tile_blocks():
+    """The tile's blocks at their mesh nodes (``spec.tile.DEFAULT_NODES``)."""
+    return (Block("ma0", "ma", DEFAULT_NODES["ma"]), Block("va0", "va", DEFAULT_NODES["va"]),
+            Block("cme0", "cme", DEFAULT_NODES["migrate"]))
+
+
 class LatencyModel:
     """A block kind's latency model: ``cycles(op, graph)`` is the cycles from the
     command's start to its completion (CTR), a positive integer; ``msu`` names the
@@ -68,6 +151,7 @@ class MaLatency(LatencyModel):
     p: int = 8
     data_width: int = 128
     memory_latency: int = 6      # cycles, address to first word (the MA tests' memory)
+    path: MemoryPath = STANDALONE
     block = "ma"
 
     @property
@@ -87,16 +171,16 @@ class MaLatency(LatencyModel):
                         accumulate=bool(set(op.inputs) & set(op.outputs)),
                         lda=k * es, ldb=n * es, ldc=n * 4,
                         b_addr=m * k * es, c_addr=m * k * es + k * n * es)
-        return _ma_cycles_cached(cmd, self.p, self.data_width, self.memory_latency)
+        return _ma_cycles_cached(cmd, self.p, self.data_width, self.memory_latency, self.path)
 
 
 _MA_CACHE = {}
 
 
-def _ma_cycles_cached(cmd, p, data_width, latency):
-    key = (cmd, p, data_width, latency)
+def _ma_cycles_cached(cmd, p, data_width, latency, path=STANDALONE):
+    key = (cmd, p, data_width, latency, path)
     if key not in _MA_CACHE:
-        _MA_CACHE[key] = ma_cycles(cmd, p=p, data_width=data_width, latency=latency)
+        _MA_CACHE[key] = ma_cycles(cmd, p=p, data_width=data_width, **path.kwargs(latency))
     return _MA_CACHE[key]
 
 
@@ -135,6 +219,7 @@ class VaLatency(LatencyModel):
     data_width: int = 128
     fn_lanes: int | None = None
     memory_latency: int = 8
+    path: MemoryPath = STANDALONE
     block = "va"
 
     @property
@@ -172,7 +257,7 @@ class VaLatency(LatencyModel):
     def cycles(self, op, graph):
         cmd, repeat = self.command(op)
         return va_repeat_cycles([cmd] * repeat, lanes=self.lanes, data_width=self.data_width,
-                                fn_lanes=self.fn_lanes, latency=self.memory_latency)
+                                fn_lanes=self.fn_lanes, **self.path.kwargs(self.memory_latency))
 
 
 @dataclass(frozen=True)
@@ -195,6 +280,32 @@ class LinearLatency(LatencyModel):
     def cycles(self, op, graph):
         read, written = op_bytes(op, graph)
         return self.setup + -(-(read + written) // self.bytes_per_cycle)
+
+
+@dataclass(frozen=True)
+class TableLatency(LatencyModel):
+    """Cycles looked up by op name: ``table`` maps a name to the cycles of each of its
+    commands (one per START; :func:`plan.lower.with_tile` fills it from the program's
+    commands with their addresses), ``margin`` cycles added to each; an op not in it is
+    ``base``'s. A repeated command's cycles are its repetitions', each at the longest
+    repetition's (the sequencer's list launches them evenly over the op)."""
+    base: LatencyModel
+    table: dict = field(default_factory=dict)
+    margin: int = 0
+
+    @property
+    def block(self):
+        return self.base.block
+
+    @property
+    def msu(self):
+        return self.base.msu
+
+    def cycles(self, op, graph):
+        per = self.table.get(op.name)
+        if per is None:
+            return self.base.cycles(op, graph)
+        return len(per) * (max(per) + self.margin)
 
 
 # Register writes of a command-list entry, START included, at most (docs/tile/sequencer.md):
@@ -293,7 +404,8 @@ class Machine:
     a cycle; the RBR table has ``rbr_slots`` entries. The default placement is the
     planner's assumption until the integrated tile fixes it. ``sequencer``: the tile's
     command sequencer launches the ops (:class:`SequencerTiming`), or None (the host
-    does, at no cost the planner counts)."""
+    does, at no cost the planner counts). ``exclusive``: groups of block kinds of which
+    one block runs at a time (their ops share one timeline)."""
     blocks: tuple = field(default_factory=_default_blocks)
     models: dict = field(default_factory=_default_models)
     mesh: tuple = (2, 2)
@@ -303,6 +415,7 @@ class Machine:
     rbr_slots: int = 8
     op_blocks: dict = field(default_factory=lambda: dict(OP_BLOCKS))
     sequencer: SequencerTiming | None = None
+    exclusive: tuple = ()
 
     def __post_init__(self):
         cols, rows = self.mesh
@@ -317,6 +430,9 @@ class Machine:
         for kind in {b.kind for b in self.blocks}:
             if kind not in self.models:
                 raise ValueError(f"no latency model for block kind {kind}")
+        kinds = [k for group in self.exclusive for k in group]
+        if len(set(kinds)) != len(kinds):
+            raise ValueError("a block kind is in two exclusive groups")
         if self.mc_channels < 1 or self.flit_bytes < 1 or self.rbr_slots < 1:
             raise ValueError("mc_channels, flit_bytes and rbr_slots must be at least 1")
 

@@ -14,13 +14,23 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from golden.program import BlockConfig, MaCmd, Operand, Program, VaCmd, decode_steps
+from golden.program import (
+    BlockConfig,
+    MaCmd,
+    Operand,
+    Program,
+    VaCmd,
+    decode_steps,
+    ma_command_cycles,
+    va_command_cycles,
+)
 from golden.program import Tensor as ProgramTensor
 from plan import cli_main
 from plan.dstp import plan
 from plan.errors import IRError
 from plan.ir import BarrierOp, DecodeOp, PrefillOp, graph_from_json, graph_to_json
 from plan.lower import (
+    command_cycles,
     ir_name,
     lower_decode,
     lower_prefill,
@@ -28,8 +38,11 @@ from plan.lower import (
     lower_programs,
     machine_for,
     with_sequencer,
+    with_tile,
 )
+from plan.machine import TILE_MARGINS, TILE_PATH
 from spec.codes import MaMode, VaOpcode
+from spec.tile import DEFAULT_NODES
 from tests.test_plan_dstp import verify
 
 PRESETS = ("notes", "deepseek-v4")
@@ -38,13 +51,15 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(scope="module", params=PRESETS)
 def lowered(request):
-    """(preset, the layers' step programs, graph, machine, plan)."""
+    """(preset, the layers' step programs, graph, machine, plan): planned with the tile
+    machine model, as lower_decode does."""
     cfg = BlockConfig()
     programs = [step for _, step in decode_steps(request.param, config=cfg)]
-    machine = machine_for(cfg)
+    machine = machine_for(cfg, tile=True)
     from golden.presets.tile import PRESETS as TILE
 
     graph = lower_programs(programs, machine, token=TILE[request.param].position)
+    graph, machine = with_tile(machine, programs, graph)
     machine = with_sequencer(machine, programs, graph)
     return request.param, programs, graph, machine, plan(graph, machine)
 
@@ -176,12 +191,45 @@ def test_bounds_and_models_from_the_block_config():
     machine = machine_for(cfg)
     ma = machine.models["ma"]
     assert (ma.p, ma.data_width, ma.memory_latency) == (4, 64, 12)
-    graph, _ = lower_decode("notes", config=cfg)
+    graph, _ = lower_decode("notes", config=cfg, tile=False)
     assert all(op.latency_bound == machine.cycles(op, graph) for op in _compute_ops(graph))
-    default = lower_decode("notes")[0]
+    default = lower_decode("notes", tile=False)[0]
     gemms = [(a.latency_bound, b.latency_bound) for a, b in
              zip(_compute_ops(graph), _compute_ops(default), strict=True) if a.op_type == "gemm"]
     assert all(small > big for small, big in gemms)     # P=4 on a 64-bit bus is slower
+
+
+def test_the_tile_machine_model():
+    """lower_decode's default: the blocks at the tile's nodes, each model with the tile's
+    memory path for its hops to the MC, every op's bound its command's cycles on its own
+    addresses and the block's margin (each START at the longest repetition's)."""
+    cfg = BlockConfig(p=4, lanes=8)
+    graph, machine = lower_decode("notes", config=cfg)
+    nodes = {b.kind: b.node for b in machine.blocks}
+    assert nodes == {"ma": DEFAULT_NODES["ma"], "va": DEFAULT_NODES["va"],
+                     "cme": DEFAULT_NODES["migrate"]}
+    assert machine.mc_node == DEFAULT_NODES["mc"]
+    ma, va = machine.models["ma"].base, machine.models["va"].base
+    assert ma.path == TILE_PATH.path(2) and va.path == TILE_PATH.path(1)
+    programs = [step for _, step in decode_steps("notes", config=cfg)]
+    per = command_cycles(machine, programs)
+    ops = _compute_ops(graph)
+    kinds = [machine.kind_of(op) for op in ops]
+    assert [op.latency_bound for op in ops] == [
+        len(c) * (max(c) + TILE_MARGINS[kind]) for c, kind in zip(per, kinds, strict=True)]
+    assert [len(c) for c in per] == [1 if isinstance(cmd, MaCmd) else cmd.repeat
+                                     for cmd in programs[0].commands]
+    # The standalone path is the standalone model: the program's own cycles (the MA's;
+    # the VA's first command, from reset: the later ones carry the VA's state).
+    standalone = machine_for(cfg)
+    plain = command_cycles(standalone, programs)
+    cmds = programs[0].commands
+    assert [sum(c) for c, cmd in zip(plain, cmds, strict=True) if isinstance(cmd, MaCmd)] == [
+        ma_command_cycles(programs[0], cmd) for cmd in cmds if isinstance(cmd, MaCmd)]
+    first = next(i for i, cmd in enumerate(cmds) if isinstance(cmd, VaCmd))
+    assert sum(plain[first]) == va_command_cycles(programs[0], cmds[first])
+    # The tile's path only adds cycles (to every command of the step).
+    assert all(sum(t) > sum(s) for t, s in zip(per, plain, strict=True))
 
 
 def _program(commands, tensors):

@@ -12,13 +12,18 @@ its PARAMS and CAPS; checked equal to ``v4hw plan --preset notes --commands OUT.
 
 * every record of the log is VALID, without ERROR, and its CTR is the target's (CTR =
   DONE − 1);
-* every entry launched at its planned cycle, T0 + PLANNED (LATE 0): asserted when
-  ``V4HW_SQ_ON_TIME`` is 1, else counted and reported;
+* what the tile machine model promises (``plan.machine.TILE_ERROR``), asserted when
+  ``V4HW_SQ_ON_TIME`` is 1, else counted and reported: every entry launched at its
+  planned cycle, T0 + PLANNED (LATE 0), and each op's CTR within its block's error of
+  the planned CTR (never after it);
 * the memory is bit for bit the golden interpreter's after the commands the entries run
   (the whole program, or with ``V4HW_SQ_LIMIT`` N a list planned for the step's first N
   commands only, ``preset_command_list(..., commands=N)``);
-* the report (``V4HW_SQ_REPORT``, JSON): each op's CTR against its planned finish
-  (``ctr − (T0 + origin + finish)``), its distribution, the run's cycles.
+* the report (``V4HW_SQ_REPORT``, JSON): each op's CTR against its planned CTR
+  (``ctr − (T0 + planned launch of its last entry + 2 + its cycles a START)``) and its
+  planned finish, their distribution, the run's cycles, every record (``log``: target,
+  command, repetition, planned, launch, CTR, late; what the model's constants are
+  fitted on) and, with the host's run, its per-command cycles.
 
 With ``V4HW_SQ_HOST`` 1 the same step is then run by the host runtime (command after
 command, as ``sim/tile_demo_tb.py``, over a reloaded memory), for the
@@ -45,6 +50,7 @@ import cocotb
 from golden.program import BlockConfig
 from plan.cli import add_arguments, run
 from plan.commands import decode_log, encode_command_list, entry_commands, preset_command_list
+from plan.machine import TILE_ERROR, TILE_MARGINS
 from sim.tile_demo_tb import MEMORY_LATENCY, block_config, run_layers, start_stamp
 from sim.tile_driver import TileBench
 from sim.tile_runtime import TileRuntime, decode_programs
@@ -125,6 +131,7 @@ async def planned_step(dut):
 
     # Plan against measurement: each op's CTR (its last entry's) against its finish.
     timing = {e.op: (e.start, e.finish) for e in result.entries}
+    bounds = {op.name: op.latency_bound for op in graph.ops if op.latency_bound}
     spans = {}
     for i, (_, _, op) in enumerate(links):
         lo, _ = spans.get(op.name, (i, i))
@@ -134,17 +141,22 @@ async def planned_step(dut):
         if first not in log or last not in log:
             continue
         start, finish = timing[name]
-        rec = log[last]
+        rec, n = log[last], last - first + 1
+        # The plan's CTR of the op's last command: its launch, the START through the
+        # decoder (2 cycles), then the command's cycles (the op's bound over its entries).
+        planned_ctr = entries[last].planned + 2 + bounds[name] // n
         ops.append({"op": name, "block": TileBlock(entries[last].target).name,
-                    "entries": last - first + 1, "planned_start": origin + start,
-                    "planned_finish": origin + finish, "launch": log[first].launch - t0,
+                    "entries": n, "planned_start": origin + start,
+                    "planned_finish": origin + finish, "planned_ctr": planned_ctr,
+                    "launch": log[first].launch - t0,
                     "ctr": rec.ctr - t0, "ctr_minus_finish": rec.ctr - (t0 + origin + finish),
+                    "ctr_minus_planned": rec.ctr - (t0 + planned_ctr),
                     "planned": finish - start, "measured": rec.ctr - log[first].launch})
     late = [(i, r.late, str(RecordFlag(r.flags))) for i, r in sorted(log.items()) if r.late]
-    diffs = collections.Counter(o["ctr_minus_finish"] for o in ops)
+    diffs = collections.Counter(o["ctr_minus_planned"] for o in ops)
     by_block = {}
     for o in ops:
-        by_block.setdefault(o["block"], []).append(o["ctr_minus_finish"])
+        by_block.setdefault(o["block"], []).append(o["ctr_minus_planned"])
     fig = {
         "preset": preset, "entries": len(entries), "count": count, "commands": n_cmds,
         "program_commands": len(program.commands), "origin": origin,
@@ -154,13 +166,16 @@ async def planned_step(dut):
         "last_ctr": max((r.ctr - t0 for r in log.values()), default=None),
         "records": len(log), "late_entries": len(late),
         "late_max": max((n for _, n, _ in late), default=0), "late_first": late[:10],
-        "ctr_minus_finish": {str(k): v for k, v in sorted(diffs.items())},
-        "ctr_minus_finish_by_block": {b: {"min": min(v), "max": max(v),
-                                          "mean": round(sum(v) / len(v), 1), "ops": len(v)}
-                                      for b, v in by_block.items()},
+        "ctr_minus_planned": {str(k): v for k, v in sorted(diffs.items())},
+        "ctr_minus_planned_by_block": {b: {"min": min(v), "median": sorted(v)[len(v) // 2],
+                                           "max": max(v), "mean": round(sum(v) / len(v), 1),
+                                           "ops": len(v)}
+                                       for b, v in by_block.items()},
         "bit_exact": not bad, "mismatches": bad[:5],
         "plan_s": round(plan_s, 1), "run_s": round(run_s, 1), "golden_s": round(golden_s, 1),
         "ops": ops,
+        "log": [[TileBlock(entries[i].target).name, links[i][0], links[i][1], entries[i].planned,
+                 r.launch - t0, r.ctr - t0, r.late] for i, r in sorted(log.items())],
     }
 
     def save():
@@ -171,9 +186,9 @@ async def planned_step(dut):
 
     save()
     dut._log.info("sequencer run: %d entries (%d commands), %d late (max %d); run %d cycles, "
-                  "last CTR at T0 + %s (makespan %d + origin %d); CTR - planned finish: %s",
+                  "last CTR at T0 + %s (makespan %d + origin %d); CTR - planned CTR: %s",
                   count, n_cmds, len(late), fig["late_max"], fig["run_cycles"],
-                  fig["last_ctr"], result.makespan, origin, fig["ctr_minus_finish_by_block"])
+                  fig["last_ctr"], result.makespan, origin, fig["ctr_minus_planned_by_block"])
 
     assert status["DONE"] and not status["ERROR"], \
         f"the run ended {status}, ERROR {code}, ERR_ADDR {err_addr:#x}"
@@ -197,7 +212,16 @@ async def planned_step(dut):
     assert not stray, f"{len(stray)} bytes outside the program and the log changed"
     assert not bench.ram.violations, "\n".join(bench.ram.violations)
     if _env("ON_TIME", 0):
+        # What the tile machine model promises (plan.machine.TILE_ERROR, planned with
+        # TILE_MARGINS): every entry launched at its planned cycle, and each op's CTR
+        # within its block's error of the planned one (never after it).
         assert not late, f"{len(late)} entries launched late: {late[:5]}"
+        for o in ops:
+            lo, hi = TILE_ERROR[o["block"].lower()]
+            margin = TILE_MARGINS[o["block"].lower()]
+            assert lo - margin <= o["ctr_minus_planned"] <= hi - margin, \
+                f"op {o['op']}: CTR {o['ctr_minus_planned']:+d} cycles from the planned " \
+                f"CTR, outside [{lo - margin}, {hi - margin}]"
 
     # The same step from the host, command after command, for the ratio.
     if _env("HOST", 0):
@@ -209,6 +233,8 @@ async def planned_step(dut):
         assert failure is None, failure
         fig["host_cycles"] = bench.timing.edge() - first
         fig["host_busy"] = sum(r.cycles for r in records if r.host is None)
+        fig["host_records"] = [[r.index, r.block, r.opcode, r.repeat, r.cycles, r.predicted]
+                               for r in records]
         save()
         dut._log.info("host-driven step: %d cycles (%d in commands)", fig["host_cycles"],
                       fig["host_busy"])

@@ -6,9 +6,9 @@ command sequencer (``hdl.tile.sequencer``) reads a *command list* from memory an
 launches each entry at its planned cycle. :func:`command_list` makes that list from the
 programs, their graph and the plan:
 
-- one entry per START: an MA command is one, a VA command of ``repeat`` r is r (the
-  repetitions spread evenly over the op's planned cycles, repetition k at
-  ``start + k·(finish − start) // r``);
+- one entry per START: an MA command is one, a VA command of ``repeat`` r is r,
+  repetition k at the plan's launch for it (:attr:`plan.dstp.Entry.launches`; a plan
+  without them spreads the repetitions evenly, ``start + k·(finish − start) // r``);
 - the entry's register writes are the ones the host runtime makes for the command (the
   same encoding, from the blocks' register maps), less the registers that already hold
   the value from an earlier entry on the same target, then START; the first MA entry
@@ -28,6 +28,7 @@ everything and raise :class:`CommandListError` (a ValueError, one line).
 """
 
 import json
+from bisect import bisect_right
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -43,7 +44,8 @@ __all__ = ["CommandListError", "RegisterMap", "register_map", "Entry", "Record",
            "encode_command_list", "decode_command_list", "encode_log", "decode_log",
            "ma_register_writes", "va_register_writes", "tat_register_writes",
            "command_list", "entry_commands", "preset_command_list", "PHYS_BASE",
-           "REGMAP_JSON"]
+           "REGMAP_JSON", "list_read_entries", "with_list_reads", "LIST_BURST_BEATS",
+           "LIST_READ_CYCLES"]
 
 PHYS_BASE = 1 << 32
 """Physical byte address of the programs' address 0 (the host runtime's default)."""
@@ -335,13 +337,14 @@ def _predecessors(graph):
 
 def _planned_items(ops, commands, result, origin):
     """One item per START, in the list's order: (planned, program order, repetition, op)."""
-    timing = {e.op: (e.start, e.finish) for e in result.entries}
+    timing = {e.op: (e.start, e.finish, e.launches) for e in result.entries}
     items = []
     for order, (op, (_, cmd)) in enumerate(zip(ops, commands, strict=True)):
-        start, finish = timing[op.name]
+        start, finish, launches = timing[op.name]
         reps = 1 if cmd.block == "ma" else cmd.repeat
         for r in range(reps):
-            items.append((origin + start + r * (finish - start) // reps, order, r, op))
+            at = launches[r] if launches else start + r * (finish - start) // reps
+            items.append((origin + at, order, r, op))
     items.sort(key=lambda it: it[:3])
     return items
 
@@ -428,14 +431,72 @@ def command_list(programs, graph, result, *, phys_base=PHYS_BASE, origin=0):
     return entries
 
 
+# ---- the sequencer's own list reads on the tile --------------------------------------------
+
+LIST_BURST_BEATS = 16
+"""The sequencer reads its list in bursts of 16 beats into a buffer of 32
+(``hdl/tile/sequencer.py``, ``_ListReader``): two at START, then one whenever 16 beats of
+the buffer are free."""
+LIST_READ_CYCLES = LIST_BURST_BEATS + 1
+"""What a list read costs a command whose reads it meets on the tile's memory path: its
+16 beats and its answer's head flit."""
+
+
+def list_read_entries(entries, bus_bytes):
+    """Indices of the entries whose command a list read may meet on the tile: the
+    sequencer asks for burst j + 2 (j >= 1) once it has taken beat 16·j − 1 of the list,
+    which it does while it reads the entry holding that beat's last word, after it
+    launched the entry before; the read meets the command of one of those two (measured:
+    every list read that met a command met one of them)."""
+    offsets, at = [], 4 * fmt.HEADER_WORDS
+    for e in entries:
+        offsets.append(at)
+        at += 4 * (fmt.ENTRY_FIXED_WORDS + len(e.deps) + 2 * len(e.writes))
+    beats = -(-at // bus_bytes)
+    out, j = set(), 1
+    while LIST_BURST_BEATS * (j + 1) < beats:
+        i = bisect_right(offsets, LIST_BURST_BEATS * j * bus_bytes - 4) - 1
+        out |= {i - 1, i} - {-1}
+        j += 1
+    return sorted(out)
+
+
+def with_list_reads(programs, graph, machine, *, max_cycles=None, rounds=32):
+    """``machine`` with its sequencer timing's ``extra`` giving :data:`LIST_READ_CYCLES`
+    to every entry a list read may meet (:func:`list_read_entries`) in the list of its
+    own plan: planned, listed and marked until the marks do not change (each round only
+    adds marks, so it ends; a ValueError after ``rounds``)."""
+    from .dstp import DEFAULT_MAX_CYCLES, plan
+
+    seq = machine.sequencer
+    bus = programs[0].config.bus_bits // 8
+    counts = {op.name: len(seq.entry_writes(op, machine.kind_of(op)))
+              for op in graph.ops if not isinstance(op, BarrierOp)}
+    extra = {}
+    for _ in range(rounds):
+        timed = replace(machine, sequencer=replace(seq, extra=extra))
+        result = plan(graph, timed, max_cycles=max_cycles or DEFAULT_MAX_CYCLES)
+        items = entry_commands(programs, graph, result)
+        marks = {name: list(cycles) for name, cycles in extra.items()}
+        for i in list_read_entries(command_list(programs, graph, result), bus):
+            _, r, op = items[i]
+            marks.setdefault(op.name, [0] * counts[op.name])[r] = LIST_READ_CYCLES
+        marks = {name: tuple(cycles) for name, cycles in sorted(marks.items())}
+        if marks == extra:
+            return timed
+        extra = marks
+    raise ValueError(f"the list reads' marks still changed after {rounds} plans")
+
+
 def preset_command_list(preset, config=None, *, origin=0, phys_base=PHYS_BASE,
                         max_cycles=None, sequencer=None, commands=None, tile=True):
     """One planned decode step of tile preset ``preset``, planned with the command
     sequencer's timing ``sequencer`` (a :class:`plan.machine.SequencerTiming`, default
     the tile's): ``(entries, plan, graph, programs)``. ``commands``: plan only the step's
     first that many commands (counted over its layers in turn), a shorter list.
-    ``tile``: with the tile machine model (:func:`plan.lower.with_tile`), else the
-    standalone blocks' models."""
+    ``tile``: with the tile machine model (:func:`plan.lower.with_tile`; with the tile's
+    sequencer timing, the default, its list reads too: :func:`with_list_reads`), else
+    the standalone blocks' models."""
     from golden.program import BlockConfig, decode_steps
 
     from .dstp import DEFAULT_MAX_CYCLES, plan
@@ -461,6 +522,8 @@ def preset_command_list(preset, config=None, *, origin=0, phys_base=PHYS_BASE,
     if tile:
         graph, machine = with_tile(machine, programs, graph)
     machine = with_sequencer(machine, programs, graph, sequencer)
+    if tile and sequencer is None:
+        machine = with_list_reads(programs, graph, machine, max_cycles=max_cycles)
     result = plan(graph, machine, max_cycles=max_cycles or DEFAULT_MAX_CYCLES)
     return command_list(programs, graph, result, phys_base=phys_base, origin=origin), \
         result, graph, programs

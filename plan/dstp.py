@@ -65,7 +65,7 @@ __all__ = ["Timeline", "Reservation", "Entry", "Plan", "plan", "plan_from_json",
 
 DEFAULT_MAX_CYCLES = 1_000_000      # the notes' default planning horizon
 PLAN_FORMAT = "v4hw-dstp-plan"
-PLAN_VERSION = 1
+PLAN_VERSION = 2                    # 2: each entry's sequencer launches
 _CLASS_RANK = {TrafficClass.DECODE: 0, TrafficClass.PREFILL: 1, TrafficClass.CACHE_MIGRATE: 2}
 
 
@@ -149,7 +149,8 @@ class Reservation:
 @dataclass(frozen=True)
 class Entry:
     """One op of the plan. ``block`` is None for a barrier; ``channels`` are
-    ``(channel, start, end)`` of its MC transfers."""
+    ``(channel, start, end)`` of its MC transfers; ``launches`` the planned cycles of
+    its command sequencer entries (none without the sequencer)."""
     op: str
     kind: str
     block: str | None
@@ -158,6 +159,7 @@ class Entry:
     bound: int | None
     reservations: tuple = ()
     channels: tuple = ()
+    launches: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -217,7 +219,8 @@ class Plan:
                                   "dst": list(r.dst), "request": r.request, "start": r.start,
                                   "duration": r.duration, "bandwidth": r.bandwidth,
                                   "slot": r.slot} for r in e.reservations],
-                "channels": [list(c) for c in e.channels]} for e in self.entries],
+                "channels": [list(c) for c in e.channels],
+                "launches": list(e.launches)} for e in self.entries],
             "graph": graph_to_obj(self.stamped_graph(graph)),
         }
         return json.dumps(obj, indent=1, sort_keys=True) + "\n"
@@ -396,8 +399,7 @@ def plan(graph, machine, *, max_cycles=DEFAULT_MAX_CYCLES):
             continue
         dur = cycles[op.name]
         if seq is not None:
-            slot, issues[op.name] = seq.entries(op, machine.kind_of(op), dur, kinds)
-            dur = slot * len(issues[op.name])
+            dur, issues[op.name] = seq.entries(op, machine.kind_of(op), dur, kinds)
         read, written = op_bytes(op, graph)
         rd, wr = machine.flits(read), machine.flits(written)
         for what, flits in (("in", rd), ("out", wr)):
@@ -492,7 +494,8 @@ def plan(graph, machine, *, max_cycles=DEFAULT_MAX_CYCLES):
             reservations, held = grid.commit(block, t, dur, transfers, slots, channels,
                                              issues.get(name, ()))
             placed[name] = Entry(name, op.kind, block.name, t, t + dur, op.latency_bound,
-                                 reservations, held)
+                                 reservations, held,
+                                 tuple(t + offset for offset, _ in issues.get(name, ())))
         for s in succ[name]:
             indegree[s] -= 1
             if indegree[s] == 0:
@@ -504,7 +507,7 @@ def plan(graph, machine, *, max_cycles=DEFAULT_MAX_CYCLES):
 
 def _entry_from_obj(r, obj, path):
     r.obj(obj, path, ("op", "kind", "block", "start", "finish", "bound", "reservations",
-                      "channels"))
+                      "channels"), ("launches",))
     block = obj["block"]
     if block is not None:
         r.str(block, f"{path}.block")
@@ -534,8 +537,11 @@ def _entry_from_obj(r, obj, path):
         if len(held) != 3 or held[1] > held[2]:
             r.fail(f"{path}.channels[{i}]", "expected [channel, start, end], start <= end")
         channels.append(held)
+    launches = r.ints(obj.get("launches", []), f"{path}.launches", start)
+    if any(t >= finish for t in launches):
+        r.fail(f"{path}.launches", f"a launch at or after the finish {finish}")
     return Entry(r.str(obj["op"], f"{path}.op"), r.str(obj["kind"], f"{path}.kind"), block,
-                 start, finish, bound, tuple(reservations), tuple(channels))
+                 start, finish, bound, tuple(reservations), tuple(channels), tuple(launches))
 
 
 def plan_from_json(text):
@@ -551,8 +557,8 @@ def plan_from_json(text):
                         "entries", "graph"))
     if obj["format"] != PLAN_FORMAT:
         r.fail("plan.format", f"expected {PLAN_FORMAT!r}, got {obj['format']!r}")
-    if obj["version"] != PLAN_VERSION:
-        r.fail("plan.version", f"this reader knows version {PLAN_VERSION}, got "
+    if obj["version"] not in (1, PLAN_VERSION):     # version 1: no launches
+        r.fail("plan.version", f"this reader knows versions 1 and {PLAN_VERSION}, got "
                f"{obj['version']!r}")
     graph = graph_from_obj(obj["graph"], "plan.graph")
     bounds = r.obj(obj["lower_bounds"], "plan.lower_bounds",

@@ -414,8 +414,9 @@ def lower_decode(preset, position=None, config=None, mode="bf16", machine=None,
     with the command sequencer (``sequencer``, default the tile's
     :class:`plan.machine.SequencerTiming`) counting the step's entries. ``tile`` (with
     no ``machine``): the tile machine model (:func:`machine_for` with ``tile``, each
-    command's cycles from its addresses, :func:`with_tile`); else the standalone
-    blocks' models."""
+    command's cycles from its addresses, :func:`with_tile`; with the tile's sequencer
+    timing, the default, its list reads: :func:`plan.commands.with_list_reads`); else
+    the standalone blocks' models."""
     from golden.presets.tile import PRESETS
 
     if preset not in PRESETS:
@@ -428,7 +429,12 @@ def lower_decode(preset, position=None, config=None, mode="bf16", machine=None,
     graph = lower_programs(programs, machine, token=t)
     if tile:
         graph, machine = with_tile(machine, programs, graph)
-    return graph, with_sequencer(machine, programs, graph, sequencer)
+    machine = with_sequencer(machine, programs, graph, sequencer)
+    if tile and sequencer is None:
+        from .commands import with_list_reads
+
+        machine = with_list_reads(programs, graph, machine)
+    return graph, machine
 
 
 def prefill_programs(preset, tokens, config=None, mode="bf16"):

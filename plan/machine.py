@@ -108,12 +108,12 @@ class TilePathModel:
 
 
 TILE_PATH = TilePathModel()
-TILE_ERROR = {"ma": (-2, 33), "va": (0, 19)}
+TILE_ERROR = {"ma": (-2, 16), "va": (0, 2)}
 """The tile machine model's error on one START, ``(least, most)`` cycles of its measured
-cycles (CTR − launch − 2) less the model's, measured on the tile (docs/plan.md): the
-model alone (the MA −2 .. +16, the VA exact but for the completion log's writes, up to
-+2) and the command sequencer's own list reads (a 16-beat burst every 256 bytes of the
-list, +17 on the command it meets)."""
+cycles (CTR − launch − 2) less the model's, measured on the tile (docs/plan.md): the MA
+−2 .. +16, the VA exact but for the completion log's writes, up to +2. The command
+sequencer's own list reads are the model's too (:func:`plan.commands.with_list_reads`:
++17 on a START one may meet, 17 fewer when none does)."""
 TILE_MARGINS = {kind: most for kind, (_, most) in TILE_ERROR.items()}
 TILE_EXCLUSIVE = (("ma", "va"),)
 """The tile's MA and VA share the memory path (the memory NI's ports, the MC's read and
@@ -336,10 +336,17 @@ class SequencerTiming:
     ``tile_shape[0]``; one entry of :data:`VA_ENTRY_WRITES` for any other kind).
     ``extra_writes`` are writes every entry carries beyond its command's (a test bench's
     model blocks take their duration in one). An entry's dependencies are at most one
-    per block kind (its first), one (its target's previous entry) for a repetition."""
+    per block kind (its first), one (its target's previous entry) for a repetition.
+
+    ``extra``: None, an op's entries evenly ``slot`` cycles apart; a dict (the tile
+    machine model's, :func:`plan.commands.with_list_reads`): each entry launches once
+    the one before has had its cycles, its ``extra[op name][k]`` cycles (the
+    sequencer's own list reads meeting that command) and the ``gap``, so the op's last
+    command has exactly its cycles before the op's finish."""
     decoder: int = 1
     extra_writes: int = 0
     writes: dict | None = None
+    extra: dict | None = None
 
     def __post_init__(self):
         if self.decoder < 0 or self.extra_writes < 0:
@@ -368,15 +375,25 @@ class SequencerTiming:
         return (VA_ENTRY_WRITES,) + (VA_REPEAT_WRITES,) * (repeat - 1)
 
     def entries(self, op, kind, cycles, kinds):
-        """``(slot, [(launch offset from the op's start, issue cycles)])``: the op's
-        entries launch ``slot`` cycles apart, the block is held ``slot · entries``
-        cycles (each command's cycles, ``cycles`` over its entries, and the ``gap``,
-        or the longest issue of a repetition if longer)."""
+        """``(held, [(launch offset from the op's start, issue cycles)])``: the op holds
+        its block ``held`` cycles. Without ``extra`` its entries launch ``slot`` cycles
+        apart and ``held`` is ``slot · entries`` (each command's cycles, ``cycles`` over
+        its entries, and the ``gap``, or the longest issue of a repetition if longer);
+        with it, see the class."""
         writes = self.entry_writes(op, kind)
         n = len(writes)
         issues = [self.issue(w, kinds if k == 0 else 1) for k, w in enumerate(writes)]
-        slot = max([-(-cycles // n) + self.gap] + issues[1:])
-        return slot, [(k * slot, issue) for k, issue in enumerate(issues)]
+        each = -(-cycles // n)
+        if self.extra is None:
+            slot = max([each + self.gap] + issues[1:])
+            return n * slot, [(k * slot, issue) for k, issue in enumerate(issues)]
+        extra = self.extra.get(op.name, (0,) * n)
+        at, out = 0, []
+        for k, issue in enumerate(issues):
+            if k:
+                at += max(each + extra[k - 1] + self.gap, issue)
+            out.append((at, issue))
+        return at + each + extra[-1] + self.gap, out
 
 
 @dataclass(frozen=True)

@@ -59,15 +59,23 @@ def test_round_trip(notes):
 
 
 def _items(result, graph, programs):
-    """``(op index, repetition)`` of every entry, in the list's order (planned cycle,
-    program order, repetition)."""
-    starts = {e.op: (e.start, e.finish) for e in result.entries}
+    """``(planned cycle, op index, repetition)`` of every entry, in the list's order
+    (planned cycle, program order, repetition): the plan's launches, or the op's cycles
+    split evenly when it has none."""
+    plans = {e.op: e for e in result.entries}
     ops = [op for op in graph.ops if not isinstance(op, BarrierOp)]
     cmds = [cmd for prog in programs for cmd in prog.commands]
     reps = [1 if c.block == "ma" else c.repeat for c in cmds]
-    items = sorted((starts[op.name][0] + r * (starts[op.name][1] - starts[op.name][0]) // n,
-                    i, r) for i, (op, n) in enumerate(zip(ops, reps, strict=True))
-                   for r in range(n))
+
+    def launch(op, r, n):
+        e = plans[op.name]
+        if e.launches:
+            assert len(e.launches) == n
+            return e.launches[r]
+        return e.start + r * (e.finish - e.start) // n
+
+    items = sorted((launch(op, r, n), i, r)
+                   for i, (op, n) in enumerate(zip(ops, reps, strict=True)) for r in range(n))
     return items, ops
 
 

@@ -64,14 +64,20 @@ def verify(result, graph, machine):
         if seq is None:
             assert e.finish - e.start == cycles
         else:
-            # One entry per START, launched evenly over the op's cycles (as
-            # plan.commands lists them); each command's share of the cycles and the
-            # sequencer's gap fit before the next launch (or the finish).
+            # One entry per START (as plan.commands lists them), launched evenly over
+            # the op's cycles (with the timing's extra: one after the other); each
+            # command's share of the cycles, its extra and the sequencer's gap fit
+            # before the next launch (or the finish).
             writes = seq.entry_writes(op, machine.kind_of(op))
             n = len(writes)
-            at = [e.start + k * (e.finish - e.start) // n for k in range(n)] + [e.finish]
+            even = tuple(e.start + k * (e.finish - e.start) // n for k in range(n))
+            if seq.extra is None:
+                assert e.launches == even, op.name
+            assert len(e.launches) == n and e.launches[0] == e.start
+            at = list(e.launches) + [e.finish]
+            extra = (seq.extra or {}).get(op.name, (0,) * n)
             for k, w in enumerate(writes):
-                assert at[k + 1] - at[k] >= -(-cycles // n) + seq.gap, (op.name, k)
+                assert at[k + 1] - at[k] >= -(-cycles // n) + extra[k] + seq.gap, (op.name, k)
                 deps = kinds if k == 0 else 1
                 launches.append((at[k], 7 + deps + seq.write_cycles
                                  * (w + seq.extra_writes - 1), op.name))
@@ -169,6 +175,18 @@ def test_random_graphs_keep_every_invariant():
         machine = Machine(mc_channels=rng.choice([2, 4]), rbr_slots=rng.choice([2, 3, 8]),
                           sequencer=rng.choice([None, SequencerTiming(),
                                                 SequencerTiming(decoder=0, extra_writes=1)]))
+        verify(plan(graph, machine), graph, machine)
+    # the sequencer's extra cycles on some entries (the tile's list reads): each entry
+    # launched after the one before has had its share, its extra and the gap
+    for _ in range(10):
+        graph = random_graph(rng, rng.randrange(1, 60), barriers=rng.randrange(3))
+        seq = SequencerTiming()
+        extra = {}
+        for op in graph.ops:
+            if not isinstance(op, BarrierOp) and rng.random() < 0.5:
+                n = len(seq.entry_writes(op, Machine().kind_of(op)))
+                extra[op.name] = tuple(rng.choice([0, 0, 17]) for _ in range(n))
+        machine = Machine(mc_channels=4, rbr_slots=8, sequencer=SequencerTiming(extra=extra))
         verify(plan(graph, machine), graph, machine)
 
 
@@ -372,7 +390,7 @@ def test_plan_json_and_table():
     graph = graph_of([vop(DecodeOp, "d0"), BarrierOp(name="sync"), vop(PrefillOp, "p0")])
     result = plan(graph, Machine())
     obj = json.loads(result.to_json(graph))
-    assert obj["format"] == "v4hw-dstp-plan" and obj["version"] == 1
+    assert obj["format"] == "v4hw-dstp-plan" and obj["version"] == 2
     assert obj["makespan"] == result.makespan
     assert graph_from_json(json.dumps(obj["graph"])) == result.stamped_graph(graph)
     lines = result.table().splitlines()
@@ -382,14 +400,24 @@ def test_plan_json_and_table():
     assert lines[-1] == result.summary()
 
 
-def test_plan_json_round_trip():
+@pytest.mark.parametrize("sequencer", [None, SequencerTiming(), SequencerTiming(extra={})],
+                         ids=["host", "even", "one-after-the-other"])
+def test_plan_json_round_trip(sequencer):
     rng = test_seed()
     graph = random_graph(rng, 50, barriers=2)
-    result = plan(graph, Machine())
+    result = plan(graph, Machine(sequencer=sequencer))
+    assert all(bool(e.launches) == (sequencer is not None and e.block is not None)
+               for e in result.entries)
     text = result.to_json(graph)
     back, stamped = plan_from_json(text)
     assert back == result and stamped == result.stamped_graph(graph)
     assert back.to_json(stamped) == text
+    # a version 1 file (no launches) still reads
+    old = json.loads(text)
+    old["version"] = 1
+    for e in old["entries"]:
+        del e["launches"]
+    assert plan_from_json(json.dumps(old))[0].entries[0].launches == ()
 
 
 def _edit_plan(edit):
@@ -401,7 +429,10 @@ def _edit_plan(edit):
 
 @pytest.mark.parametrize("edit, message", [
     (lambda o: o.update(format="gantt"), "plan.format: expected 'v4hw-dstp-plan'"),
-    (lambda o: o.update(version=0), "plan.version: this reader knows version 1"),
+    (lambda o: o.update(version=0), "plan.version: this reader knows versions 1 and 2"),
+    (lambda o: o["entries"][0].update(launches=[o["entries"][0]["finish"]]),
+     "plan.entries[0].launches: a launch at or after the finish"),
+    (lambda o: o["entries"][0].update(launches=[-1]), "plan.entries[0].launches"),
     (lambda o: o["entries"].pop(), "plan.entries: the entries' ops are not the graph's ops"),
     (lambda o: o["entries"][0].update(start=o["entries"][0]["start"] + 1),
      "plan.entries[0].start: "),

@@ -40,7 +40,6 @@ def connect_registers(m, regs, core):
         cmd.src3.eq(regs.src3_lo.addr | regs.src3_hi.addr << 32),
         cmd.split_half.eq(regs.opcode.split_half),
         cmd.stride.eq(regs.stride.value), cmd.scalar.eq(regs.scalar.value),
-        cmd.src3.eq(regs.src3_lo.addr | regs.src3_hi.addr << 32),
         cmd.index_limit.eq(regs.index_limit.value), cmd.rows.eq(regs.rows.value),
         cmd.row_stride.eq(regs.row_stride.value),
     ]

@@ -24,6 +24,9 @@ built that narrow and take each bus word in pieces (:mod:`hdl.va.narrow`).
 
 Both paths read through one memory port (``rd_req`` / ``rd_resp``, the running
 command's path owns it) and write through the :class:`~hdl.va.streams.StreamWriter`.
+
+Which path runs a command, the checks at START and the bytes each operand and result
+spans come from one table, :data:`spec.va.VA_COMMANDS` (:mod:`hdl.va.opcodes`).
 """
 
 from functools import reduce
@@ -37,12 +40,13 @@ from amaranth.utils import exact_log2
 
 from hdl.common.codes import ErrorCode, VaOpcode, decode
 from hdl.common.memport import PHYS_ADDR_BITS, MemPortSignature
-from hdl.va.extfunc import EXT_OPCODES, ExtUnit, clamp_bounds_ok
+from hdl.va.extfunc import ExtUnit, clamp_bounds_ok
 from hdl.va.gather import StridedGather
-from hdl.va.indexed import INDEXED_OPCODES, IndexedMover
+from hdl.va.indexed import IndexedMover
 from hdl.va.lanes import LaneEngine
 from hdl.va.narrow import WidthAdapter, check_fn_lanes
-from hdl.va.rows import MAX_K, ROW_OPCODES, RowUnit
+from hdl.va.opcodes import RTL_OPCODES, operand_bytes, start_checks, unit_groups
+from hdl.va.rows import RowUnit
 from hdl.va.scatter import StridedScatter
 from hdl.va.streams import (
     ErrorEvent,
@@ -51,19 +55,12 @@ from hdl.va.streams import (
     StreamWriter,
     words_for,
 )
-from spec.va import MAX_LENGTH
+from spec.va import MAX_K, MAX_LENGTH, Count, VaUnit
 
 __all__ = ["RTL_OPCODES", "VaCommandLayout", "VectorCore", "check_parameters"]
 
 VALID_LANES = (4, 8, 16, 32, 64)
 VALID_DATA_WIDTH = (64, 128, 256, 512)
-RTL_OPCODES = (VaOpcode.GATHER, VaOpcode.SCATTER, VaOpcode.ADD, VaOpcode.MUL, VaOpcode.SCALE,
-               VaOpcode.EXP, VaOpcode.SILU, VaOpcode.SUM, VaOpcode.MAX, VaOpcode.SOFTMAX,
-               VaOpcode.RMSNORM, VaOpcode.QUANTIZE, VaOpcode.DEQUANTIZE, VaOpcode.TOPK,
-               VaOpcode.ROPE, VaOpcode.RECIP, VaOpcode.CVT_F32, VaOpcode.MUL_MEM,
-               VaOpcode.ADD_MEM, VaOpcode.TOPK_WIDE, VaOpcode.DEQUANTIZE_MEM,
-               *INDEXED_OPCODES) + EXT_OPCODES
-"""The commands this RTL runs; START refuses the others with BAD_COMMAND."""
 
 
 def check_parameters(lanes, data_width, fn_lanes=None):
@@ -122,78 +119,11 @@ class VectorCore(wiring.Component):
         })
 
     def _start_checks(self, m):
-        cmd = self.cmd
-        n = cmd.length[:17]
-        op = decode(m, cmd.op, {
-            "known": RTL_OPCODES, "gather": VaOpcode.GATHER, "scatter": VaOpcode.SCATTER,
-            "gidx": VaOpcode.GATHER_IDX, "sidx": VaOpcode.SCATTER_IDX,
-            "csr": VaOpcode.GATHER_CSR, "sum": VaOpcode.SUM, "max": VaOpcode.MAX,
-            "two": (VaOpcode.ADD, VaOpcode.MUL), "rms": VaOpcode.RMSNORM,
-            "topk": VaOpcode.TOPK, "wide": VaOpcode.TOPK_WIDE, "quant": VaOpcode.QUANTIZE,
-            "rope": VaOpcode.ROPE,
-            "dq_mem": VaOpcode.DEQUANTIZE_MEM, "clamp": VaOpcode.CLAMP,
-            # int32 / binary32 at SRC
-            "wide_src": (VaOpcode.DEQUANTIZE, VaOpcode.DEQUANTIZE_MEM, VaOpcode.CVT_F32),
-            "bcast": (VaOpcode.MUL_MEM, VaOpcode.ADD_MEM)}, "start")
-        known, gather, scatter = op["known"], op["gather"], op["scatter"]
-        gidx, sidx, csr = op["gidx"], op["sidx"], op["csr"]
-        moves = gather | scatter | gidx | sidx | csr
-        is_sum, is_max, two, rms = op["sum"], op["max"], op["two"], op["rms"]
-        topk, wide, quant, rope = op["topk"], op["wide"], op["quant"], op["rope"]
-        dq_mem, wide_src, bcast = op["dq_mem"], op["wide_src"], op["bcast"]
-        one_dst = is_sum | is_max | quant | topk | wide
-        k = cmd.k[:17]          # TOPK, TOPK_WIDE: a larger K is refused (bad_shape)
-        size = Signal(3)
-        m.d.comb += size.eq(1 << cmd.esize)
-        # (address, bytes, alignment mask, checked) in the order ERR_ADDR reports them.
-        span = Signal(range((MAX_LENGTH - 1) * 2 ** 32 + 5))
-        m.d.comb += span.eq((n - 1) * cmd.stride + size)
-        ranges = [
-            (cmd.src, span, size - 1, gather),
-            (cmd.src, n << cmd.esize, size - 1, scatter),
-            (cmd.dst, n << cmd.esize, size - 1, gather),
-            (cmd.dst, span, size - 1, scatter),
-            (cmd.src, n << 1, 1, ~moves & ~wide_src),
-            (cmd.src, n << 2, 3, wide_src),
-            (cmd.src2, n << 1, 1, two | rms),
-            (cmd.src2, 2, 1, bcast),
-            (cmd.src2, 4, 3, dq_mem),
-            (cmd.src2, n, 1, rope),
-            (cmd.src3, n, 1, rope),
-            (cmd.dst, n << 1, 1, ~moves & ~one_dst),
-            (cmd.dst, 4, 3, is_sum),
-            (cmd.dst, 2, 1, is_max),
-            (cmd.dst, n, 0, quant),
-            (cmd.dst, k << 1, 1, topk | wide),
-            (cmd.dst2, 4, 3, quant),
-            (cmd.dst2, k << 2, 3, topk | wide),
-            (cmd.src2, n << 2, 3, gidx | sidx),
-            (cmd.dst, n << cmd.esize, size - 1, gidx),
-            (cmd.src, n << cmd.esize, size - 1, sidx),
-            (cmd.src2, (cmd.rows + 1) << 2, 3, csr),
-            (cmd.src3, n << 2, 3, csr),
-            (cmd.dst, n << cmd.esize, size - 1, csr),
-        ]
-        bad_shape = (~known | (cmd.length == 0) | (cmd.length > MAX_LENGTH)
-                     | (moves & (cmd.esize == 3))
-                     | (topk & ((cmd.k == 0) | (cmd.k > MAX_K) | (cmd.k > cmd.length)))
-                     | (wide & ((cmd.k == 0) | (cmd.k > cmd.length)))
-                     | (rope & cmd.length[0])
-                     | (op["clamp"] & ~clamp_bounds_ok(cmd.scalar)))
-        base = Mux(sidx, cmd.dst, cmd.src)          # the indexed forms' base
-        checks = [(bad_shape, ErrorCode.BAD_COMMAND, 0)]
-        checks += [(used & ((addr + nbytes) > (1 << PHYS_ADDR_BITS)), ErrorCode.BAD_COMMAND,
-                    addr[:32]) for addr, nbytes, _, used in ranges]
-        checks += [(used & ((addr & mask) != 0), ErrorCode.MISALIGNED, addr[:32])
-                   for addr, _, mask, used in ranges]
-        checks += [
-            (moves & ((cmd.stride & (size - 1)) != 0), ErrorCode.MISALIGNED, cmd.stride),
-            # elements must not straddle bus words: an indexed base, the CSR row stride
-            ((gidx | sidx | csr) & ((base & (size - 1)) != 0), ErrorCode.MISALIGNED, base[:32]),
-            (csr & ((cmd.row_stride & (size - 1)) != 0), ErrorCode.MISALIGNED, cmd.row_stride),
-        ]
+        """``refuse_code`` / ``refuse_addr``: the first failing check of
+        :func:`hdl.va.opcodes.start_checks` (generated from :data:`spec.va.VA_COMMANDS`)."""
+        checks = start_checks(m, self.cmd, clamp_bounds_ok(self.cmd.scalar))
         # The first failing check wins. A flat AND-OR selection, not an If/Elif chain:
-        # a 40-deep mux chain exhausts yosys's stack (opt_muxtree) in the FPGA flow.
+        # a deep mux chain exhausts yosys's stack (opt_muxtree) in the FPGA flow.
         earlier = Const(0)
         codes, addrs = [], []
         for failed, code, addr in checks:
@@ -233,33 +163,19 @@ class VectorCore(wiring.Component):
         return m
 
     def _latch(self, m, s):
-        """The command latched at ``launch`` (``s.cmd``, valid from ``s.go``), its flags,
-        and the bytes of its first result (``s.out_bytes``)."""
+        """The command latched at ``launch`` (``s.cmd``, valid from ``s.go``), its flags
+        (``s.op``: one per unit of :data:`spec.va.VA_COMMANDS`, and a few commands')."""
         cmd = Signal(VaCommandLayout())
         go = Signal()                   # one cycle after launch: the latched command is valid
         m.d.sync += go.eq(self.launch)
         with m.If(self.launch):
             m.d.sync += cmd.eq(self.cmd)
-        op = decode(m, cmd.op, {
-            "gather": VaOpcode.GATHER, "scatter": VaOpcode.SCATTER, "row": ROW_OPCODES,
-            "ext": EXT_OPCODES, "rms": VaOpcode.RMSNORM, "quant": VaOpcode.QUANTIZE,
-            "topk": VaOpcode.TOPK, "wide": VaOpcode.TOPK_WIDE, "rope": VaOpcode.ROPE,
-            "dq_mem": VaOpcode.DEQUANTIZE_MEM,
-            "wide_src": (VaOpcode.DEQUANTIZE, VaOpcode.DEQUANTIZE_MEM, VaOpcode.CVT_F32),
-            "bcast": (VaOpcode.MUL_MEM, VaOpcode.ADD_MEM), "sum": VaOpcode.SUM,
-            "max": VaOpcode.MAX, "two": (VaOpcode.ADD, VaOpcode.MUL),
-            "indexed": INDEXED_OPCODES}, "cmd")
+        op = decode(m, cmd.op, {**unit_groups(), "rms": VaOpcode.RMSNORM,
+                                "rope": VaOpcode.ROPE}, "cmd")
         s.cmd, s.go, s.op, s.n = cmd, go, op, cmd.length[:17]
         s.split = op["rope"] & cmd.split_half
-        n, quant, wide = s.n, op["quant"], op["wide"]
         s.abort = Signal()
         s.second = Signal()             # the writer's second result (QUANTIZE, TOPK, ROPE)
-        out_bytes = Signal(range(4 * MAX_LENGTH + 1))   # the first result's bytes
-        m.d.comb += out_bytes.eq(Mux(op["gather"], n << cmd.esize, Mux(
-            op["scatter"] | op["indexed"], 0, Mux(op["sum"], 4, Mux(op["max"], 2, Mux(
-                quant | s.split, n, Mux(op["topk"], cmd.k[:4] << 1, Mux(
-                    wide, Mux(cmd.k[:17] > MAX_K, MAX_K, cmd.k[:4]) << 1, n << 1))))))))
-        s.out_bytes = out_bytes
 
     def _units(self, m, s):
         """The data paths' units (module docstring), each reset or started at ``s.go``."""
@@ -282,7 +198,7 @@ class VectorCore(wiring.Component):
                      mover.abort.eq(s.abort)]
         again = Signal()                # a row command's next pass: read the operands again
         use_y = Signal()                # RMSNORM's gamma: read in this pass
-        row = s.op["row"]
+        row = s.op["rows"]
         # In the cycle of go the row unit is being reset: its outputs still show the
         # previous command's last pass (pass 2 of an RMSNORM or SOFTMAX has use_y), so
         # none of them counts then. Otherwise an RMSNORM right after one of them read
@@ -295,27 +211,26 @@ class VectorCore(wiring.Component):
 
     def _operands(self, m, s):
         """The contiguous operands: a reader's stream each, realigned, to the unit the
-        command uses. Bytes of each: bf16 vectors, int32 (DEQUANTIZE), a scatter's packed
-        elements; ROPE's cos and sin (half of x), split-half: x[:n/2], x[n/2:]."""
+        command uses. Their bytes are the command's operand ranges (spec.va.VA_COMMANDS)
+        but for split-half ROPE's x: x[:n/2] at SRC, x[n/2:] at SRC + LENGTH bytes (the
+        fourth stream); RMSNORM reads gamma in its last pass only."""
         width, bb = self.data_width, self.data_width // 8
         off_bits = exact_log2(bb)
         cmd, op, n, split = s.cmd, s.op, s.n, s.split
-        rope, bcast, dq_mem = op["rope"], op["bcast"], op["dq_mem"]
-        nbytes = Signal(range(4 * MAX_LENGTH + 1))
-        m.d.comb += nbytes.eq(Mux(op["scatter"], n << cmd.esize, Mux(op["wide_src"], n << 2,
-                                                                      Mux(split, n, n << 1))))
+        read = (VaUnit.LANES, VaUnit.ROWS, VaUnit.EXT, VaUnit.SCATTER)   # through the reader
+        counts = {Count.LENGTH: n}
+        src, src2, src3 = (operand_bytes(m, cmd.op, reg, counts, cmd.esize, units=read,
+                                         name=f"{reg}_bytes") for reg in ("src", "src2", "src3"))
         src_hi = Signal(PHYS_ADDR_BITS)
         m.d.comb += src_hi.eq(cmd.src + n)
-        operands = ((cmd.src, nbytes, ~op["gather"] & ~op["indexed"]),
-                    (cmd.src2, Mux(rope, n, Mux(bcast, 2, Mux(dq_mem, 4, n << 1))),
-                     op["two"] | (op["rms"] & s.use_y) | rope | bcast | dq_mem),
-                    (cmd.src3, n, rope), (src_hi, n, split))
-        for i, (addr, size, used) in enumerate(operands):
+        operands = ((cmd.src, Mux(split, n, src)), (cmd.src2, Mux(op["rms"] & ~s.use_y, 0, src2)),
+                    (cmd.src3, src3), (src_hi, Mux(split, n, 0)))
+        for i, (addr, size) in enumerate(operands):
             realign = Realign(width)
             m.submodules[f"realign{i}"] = realign
             offset = addr[:off_bits]
             m.d.comb += [
-                s.reader.config[i].addr.eq(addr), s.reader.config[i].nbytes.eq(used * size),
+                s.reader.config[i].addr.eq(addr), s.reader.config[i].nbytes.eq(size),
                 realign.start.eq(s.go | s.again),
                 # a reader's realigner: shift by the offset; an aligned stream passes as is
                 realign.shift.eq(offset | ((offset == 0) << off_bits)),
@@ -338,7 +253,7 @@ class VectorCore(wiring.Component):
                 m.d.comb += [s.scatterer.i.payload.eq(stream.payload),
                              s.scatterer.i.valid.eq(stream.valid),
                              stream.ready.eq(s.scatterer.i.ready)]
-            with m.Elif(s.op["row"]):
+            with m.Elif(s.op["rows"]):
                 wiring.connect(m, stream, rows.x)
             with m.Elif(s.op["ext"]):
                 wiring.connect(m, stream, s.ext_io.i)
@@ -349,7 +264,7 @@ class VectorCore(wiring.Component):
         else:
             # y's payload goes to the row unit whatever the command; its valid only to one
             m.d.comb += rows.y.payload.eq(stream.payload)
-            with m.If(s.op["row"]):
+            with m.If(s.op["rows"]):
                 m.d.comb += [rows.y.valid.eq(stream.valid), stream.ready.eq(rows.y.ready)]
             with m.Else():
                 wiring.connect(m, stream, engine_in)
@@ -361,6 +276,13 @@ class VectorCore(wiring.Component):
         engine, gatherer, scatterer, ext_unit = s.engine, s.gatherer, s.scatterer, s.ext_unit
         go, chunk_count = s.go, s.chunk_count
         scatter, indexed, rope, second = op["scatter"], op["indexed"], op["rope"], s.second
+        # The results' bytes (spec.va.VA_COMMANDS) for the units that write through the
+        # writer; TOPK_WIDE's K a chunk of 8 at a time (chunk 0 from the command: at go
+        # the row unit is being reset and still shows the last command's chunk)
+        k = Mux(second, chunk_count, Mux(cmd.k[:17] > MAX_K, MAX_K, cmd.k[:4]))
+        written = (VaUnit.GATHER, VaUnit.LANES, VaUnit.ROWS, VaUnit.EXT)
+        dst, dst2 = (operand_bytes(m, cmd.op, reg, {Count.LENGTH: n, Count.K: k}, cmd.esize,
+                                   units=written, name=f"{reg}_bytes") for reg in ("dst", "dst2"))
         m.d.comb += [
             s.reader.start.eq(go | s.again), engine.op.eq(cmd.op),
             rows.op.eq(cmd.op), rows.n.eq(n), rows.k.eq(cmd.k[:17]), rows.scalar.eq(cmd.scalar),
@@ -382,8 +304,7 @@ class VectorCore(wiring.Component):
             writer.addr.eq(Mux(scatter | indexed, 0, Mux(second, Mux(
                 rope, cmd.dst + n, Mux(rows.indices, cmd.dst2 + (rows.chunk << 5),
                                        cmd.dst + (rows.chunk << 4))), cmd.dst))),
-            writer.nbytes.eq(Mux(second, Mux(rope, n, Mux(op["quant"], 4, Mux(
-                rows.indices, chunk_count << 2, chunk_count << 1))), s.out_bytes)),
+            writer.nbytes.eq(Mux(s.split, n, Mux(second & rows.indices, dst2, dst))),
         ]
         for unit in (s.reader, gatherer, writer, scatterer):
             m.d.comb += unit.abort.eq(s.abort)
@@ -426,7 +347,7 @@ class VectorCore(wiring.Component):
                          writer.i.payload.eq(gatherer.o.payload),
                          writer.i.valid.eq(gatherer.o.valid),
                          gatherer.o.ready.eq(writer.i.ready)]
-        with m.Elif(op["row"] | ext):
+        with m.Elif(op["rows"] | ext):
             m.d.comb += [rd_req.payload.eq(reader.rd_req.payload),
                          rd_req.valid.eq(reader.rd_req.valid),
                          reader.rd_req.ready.eq(rd_req.ready),

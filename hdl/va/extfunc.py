@@ -33,10 +33,7 @@ from hdl.common.fp import (
 from hdl.va.functions import credit_pipeline, exp_f32, rsqrt_f32
 from spec.va import BF16_NAN, F32_ONE, FIX, LN2_Q, ln_table, recip_table
 
-__all__ = ["EXT_OPCODES", "ln_fixed", "clamp_bounds_ok", "ExtUnit"]
-
-EXT_OPCODES = (VaOpcode.CLAMP, VaOpcode.SOFTPLUS, VaOpcode.SQRT)
-
+__all__ = ["ln_fixed", "clamp_bounds_ok", "ExtUnit"]
 
 
 _RECIP = recip_table()

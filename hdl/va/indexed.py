@@ -36,10 +36,9 @@ from hdl.va.streams import ErrorEvent, OperandReader, Realign, words_for
 from spec.codes import ErrorCode
 from spec.va import MAX_LENGTH
 
-__all__ = ["INDEXED_OPCODES", "IndexLimits", "IndexCheck", "RowPointerCheck",
+__all__ = ["IndexLimits", "IndexCheck", "RowPointerCheck",
            "IndexAddresses", "IndexedMover"]
 
-INDEXED_OPCODES = (VaOpcode.GATHER_IDX, VaOpcode.SCATTER_IDX, VaOpcode.GATHER_CSR)
 MAX_ROW_POINTERS = 1 << 32          # ROWS + 1 for a 32-bit ROWS register
 MAX_N = MAX_LENGTH                  # elements of a command
 

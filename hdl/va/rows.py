@@ -59,14 +59,10 @@ from hdl.common.fp import (
 )
 from hdl.va.functions import UnaryUnit, credit_pipeline, recip_f32, rsqrt_f32
 from hdl.va.narrow import WidthAdapter, check_fn_lanes
-from spec.va import FIX, MAX_K, MAX_LENGTH, RECIP_127, SUM_FRAC
+from hdl.va.opcodes import DST2_OPCODES, PACKED_OPCODES, operand_bytes
+from spec.va import FIX, MAX_K, MAX_LENGTH, RECIP_127, SUM_FRAC, Count, VaUnit
 
-__all__ = ["ROW_OPCODES", "RowUnit", "RopeLanes", "MAX_K"]
-
-ROW_OPCODES = (VaOpcode.EXP, VaOpcode.SILU, VaOpcode.DEQUANTIZE, VaOpcode.SOFTMAX,
-               VaOpcode.RMSNORM, VaOpcode.QUANTIZE, VaOpcode.TOPK, VaOpcode.MAX, VaOpcode.ROPE,
-               VaOpcode.RECIP, VaOpcode.CVT_F32, VaOpcode.TOPK_WIDE, VaOpcode.DEQUANTIZE_MEM)
-"""The commands :class:`RowUnit` runs."""
+__all__ = ["RowUnit", "RopeLanes"]
 
 SUM_BITS = 58               # 65 536 terms below 2**41
 
@@ -293,7 +289,7 @@ class RowUnit(wiring.Component):
             "dq_mem": VaOpcode.DEQUANTIZE_MEM, "max": VaOpcode.MAX, "rope": VaOpcode.ROPE,
             "topk_wide": VaOpcode.TOPK_WIDE,
             "topk": (VaOpcode.TOPK, VaOpcode.MAX, VaOpcode.TOPK_WIDE),
-            "cvt_f32": VaOpcode.CVT_F32}, "op")
+            "packed": PACKED_OPCODES, "dst2": DST2_OPCODES}, "op")
         r.softmax, r.rmsnorm = code["softmax"], code["rmsnorm"]
         r.quantize, r.dequantize = code["quantize"], code["dequantize"]
         # DEQUANTIZE_MEM is DEQUANTIZE by f32_mul(the binary32 at SRC2 (y), SCALAR)
@@ -306,10 +302,9 @@ class RowUnit(wiring.Component):
         r.topk_wide = code["topk_wide"]
         r.topk = code["topk"]
         r.split = r.rope & self.split
-        r.cvt_f32 = code["cvt_f32"]
-        # half a word of results a word
-        r.packed = r.quantize | r.dequantize | r.dq_mem | r.cvt_f32
-        r.writes_dst2 = r.quantize | (r.topk & ~r.is_max)
+        # half a word of results a word (spec.va.VA_COMMANDS: results half the size of x's)
+        r.packed = code["packed"]
+        r.writes_dst2 = code["dst2"]
         r.has_second = r.writes_dst2 | r.split   # done only at the end of the FSM
 
     def _pass_plan(self, m, r):
@@ -318,11 +313,11 @@ class RowUnit(wiring.Component):
         bb = self.data_width // 8
         softmax, rmsnorm, quantize, split = r.softmax, r.rmsnorm, r.quantize, r.split
         n = self.n
-        src_bytes = Signal(range(4 * MAX_LENGTH + 1))
-        m.d.comb += src_bytes.eq(Mux(r.dequantize | r.dq_mem | r.cvt_f32, n << 2,
-                                     Mux(split, n, n << 1)))
+        # x's bytes (spec.va.VA_COMMANDS); split-half ROPE reads each half on its own
+        src_bytes = operand_bytes(m, self.op, "src", {Count.LENGTH: n}, 0, units=(VaUnit.ROWS,),
+                                  name="src_bytes")
         total = Signal(range(4 * MAX_LENGTH // bb + 2))
-        m.d.comb += total.eq((src_bytes + bb - 1) >> exact_log2(bb))
+        m.d.comb += total.eq((Mux(split, n, src_bytes) + bb - 1) >> exact_log2(bb))
 
         pass_ = Signal(range(3))
         r.last_pass = Mux(softmax | rmsnorm, 2, Mux(quantize | split, 1, 0))

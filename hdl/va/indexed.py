@@ -23,6 +23,8 @@ source) and the element reader; responses come back in request order, so a small
 of request owners routes them.
 """
 
+from types import SimpleNamespace
+
 from amaranth.hdl import Cat, Module, Mux, ResetInserter, Signal, signed
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
@@ -294,6 +296,22 @@ class IndexedMover(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
+        x = SimpleNamespace()           # what the parts below share, named as in each
+        self._units(m, x)
+        self._phases(m, x)
+        self._index_data(m, x)
+        request_held = self._element_path(m, x)
+        verdict, reader, elements, writer = x.verdict, x.reader, x.elements, x.writer
+        with m.If(verdict.valid):
+            m.d.comb += self.error.eq(verdict)
+        for unit in (reader, elements, writer):
+            with m.Elif(unit.error.valid):
+                m.d.comb += self.error.eq(unit.error)
+        m.d.comb += self.idle.eq(reader.idle & elements.idle & writer.idle & ~request_held)
+        return m
+
+    def _units(self, m, x):
+        """The command's flags and sizes, and the units (each a submodule)."""
         width, bb = self.data_width, self.data_width // 8
         off_bits = exact_log2(bb)
         cmd = self.cmd
@@ -317,7 +335,18 @@ class IndexedMover(wiring.Component):
         m.submodules.elements = elements = ElementReader(width, self.outstanding)
         m.submodules.dst = dst = StridedAddresses()
         m.submodules.writer = writer = ElementWriter(width, self.outstanding)
+        x.cmd, x.sidx, x.csr, x.n, x.size, x.off_bits, x.bb = cmd, sidx, csr, n, size, off_bits, bb
+        x.limits, x.reader, x.realign0, x.realign1, x.check, x.ptr_check = (
+            limits, reader, realign0, realign1, check, ptr_check)
+        x.unpack_idx, x.unpack_ptr, x.unpack_src, x.addresses = (
+            unpack_idx, unpack_ptr, unpack_src, addresses)
+        x.elements, x.dst, x.writer = elements, dst, writer
 
+    def _phases(self, m, x):
+        """IDLE, LIMITS, CHECK, RUN: ``x.pass_start`` (re)starts the burst reader for the
+        CHECK and RUN passes; ``x.verdict`` is the index checks' error."""
+        cmd, csr, limits, check, ptr_check, writer = (
+            x.cmd, x.csr, x.limits, x.check, x.ptr_check, x.writer)
         # Phases. `pass_start` (re)starts the burst reader for the CHECK and RUN passes.
         pass_start, into_run, in_check, in_run = Signal(), Signal(), Signal(), Signal()
         verdict = Signal(ErrorEvent())
@@ -363,7 +392,18 @@ class IndexedMover(wiring.Component):
             with m.State("RUN"):        # until the next start: `done` waits for `idle`
                 m.d.comb += [in_run.eq(1), self.done.eq(writer.done)]
                 restart()
+        x.pass_start, x.into_run, x.in_check, x.in_run, x.verdict = (
+            pass_start, into_run, in_check, in_run, verdict)
 
+    def _index_data(self, m, x):
+        """The limits' and checks' settings, the burst reader's operands (indices, row
+        pointers, a scatter's source) to the checks or to the element path."""
+        cmd, sidx, csr, n, off_bits, bb = x.cmd, x.sidx, x.csr, x.n, x.off_bits, x.bb
+        limits, reader, realign0, realign1, check, ptr_check = (
+            x.limits, x.reader, x.realign0, x.realign1, x.check, x.ptr_check)
+        unpack_idx, unpack_ptr, unpack_src, addresses = (
+            x.unpack_idx, x.unpack_ptr, x.unpack_src, x.addresses)
+        pass_start, into_run, in_check, in_run = x.pass_start, x.into_run, x.in_check, x.in_run
         base = Mux(sidx, cmd.dst, cmd.src)
         m.d.comb += [
             limits.start.eq(self.start), limits.base.eq(base), limits.esize.eq(cmd.esize),
@@ -411,6 +451,12 @@ class IndexedMover(wiring.Component):
                      addresses.base.eq(base), addresses.stride.eq(cmd.stride),
                      addresses.row_stride.eq(cmd.row_stride), addresses.count.eq(n)]
 
+    def _element_path(self, m, x):
+        """The elements' reads and writes; returns the read port's request register's
+        ``held``."""
+        cmd, sidx, n, size = x.cmd, x.sidx, x.n, x.size
+        addresses, elements, dst, writer, unpack_src, reader = (
+            x.addresses, x.elements, x.dst, x.writer, x.unpack_src, x.reader)
         # Gathers: read each element, write it to DST + i·size. Scatter: write the source's
         # element i to its address.
         gathered = stream.Signature(WriteElement()).create()
@@ -431,14 +477,8 @@ class IndexedMover(wiring.Component):
         request_held = self._read_port(m, reader, elements)
         for name in ("wr_req", "wr_data", "wr_resp"):
             wiring.connect(m, getattr(writer, name), wiring.flipped(getattr(self.mem, name)))
+        return request_held
 
-        with m.If(verdict.valid):
-            m.d.comb += self.error.eq(verdict)
-        for unit in (reader, elements, writer):
-            with m.Elif(unit.error.valid):
-                m.d.comb += self.error.eq(unit.error)
-        m.d.comb += self.idle.eq(reader.idle & elements.idle & writer.idle & ~request_held)
-        return m
 
     def _read_port(self, m, reader, elements):
         """The burst reader and the element reader share the read port through one

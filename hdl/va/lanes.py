@@ -1,5 +1,7 @@
 """The lane engine: L bf16 lanes computing one elementwise operation or reduction."""
 
+from types import SimpleNamespace
+
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.memory import Memory
@@ -93,7 +95,17 @@ class LaneEngine(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        lanes = self.width
+        e = SimpleNamespace(lanes=self.width)   # what the parts below share, named as in each
+        self._control(m, e)
+        self._sum_sequence(m, e)
+        self._partials(m, e)
+        self._lane_datapath(m, e)
+        self._output(m, e)
+        return m
+
+    def _control(self, m, e):
+        """The operation's flags, the broadcast scalar, the output FIFO and its room."""
+        lanes = e.lanes
         # The operation's control, decoded into registers (the lanes' selects have
         # their own copies, below).
         two, reduce, bcast = Signal(), Signal(), Signal()
@@ -119,7 +131,14 @@ class LaneEngine(wiring.Component):
         # Room in the FIFO for a beat beside those in flight.
         free = Signal(range(self.FIFO_DEPTH + 1), init=self.FIFO_DEPTH)
         have = self.x.valid & (self.y.valid | ~two) & (got_s | ~bcast)
+        e.two, e.reduce, e.bcast, e.op, e.b_scalar, e.got_s = two, reduce, bcast, op, b_scalar, got_s
+        e.out_fifo, e.free, e.have = out_fifo, free, have
 
+    def _sum_sequence(self, m, e):
+        """The beats taken; SUM's steps over the partial words, then the tree's levels
+        (``e.phase``)."""
+        lanes, two, reduce, bcast, got_s, have, free = (
+            e.lanes, e.two, e.reduce, e.bcast, e.got_s, e.have, e.free)
         partials = SUM_INTERLEAVE * self.lanes
         words = partials // lanes             # SUM: words of partials in the memories
         levels = exact_log2(partials)         # SUM: the tree's levels
@@ -171,7 +190,18 @@ class LaneEngine(wiring.Component):
                     m.d.sync += [phase.eq(2), wait.eq(_SUM_LOOP)]
                 with m.Else():
                     m.d.sync += wait.eq(level_gap)
+        e.words, e.seen, e.phase, e.idle, e.rest, e.vec, e.first, e.addr = (
+            words, seen, phase, idle, rest, vec, first, addr)
+        e.take, e.reduce_take, e.last_vector, e.step, e.issue = (
+            take, reduce_take, last_vector, step, issue)
 
+    def _partials(self, m, e):
+        """The partial sums' memories (``e.rd`` read data, ``e.wp`` write ports, per
+        bank), the lanes' registered selects (``e.lane_copies``), the write's word and
+        the beats' valid."""
+        lanes, words, phase, addr, vec, op, first = (
+            e.lanes, e.words, e.phase, e.addr, e.vec, e.op, e.first)
+        step, issue, take, reduce = e.step, e.issue, e.take, e.reduce
         # The partials: two banks a lane, even words and odd words (word w at w // 2 of
         # bank w mod 2), both read at ``raddr`` (a step's word, or a combine step's pair
         # 2a, 2a + 1), data a cycle later.
@@ -207,6 +237,15 @@ class LaneEngine(wiring.Component):
         m.d.sync += writes.eq(step | issue)
         valid0, valid1 = Signal(), Signal()
         m.d.sync += [valid0.eq(take & ~reduce), valid1.eq(valid0)]
+        e.rd, e.wp, e.lane_copies, e.waddr, e.writes, e.valid1 = (
+            rd, wp, lane_copies, waddr, writes, valid1)
+
+    def _lane_datapath(self, m, e):
+        """Each lane: the product, the adder's operands, the binary32 sum (written back
+        for SUM), the bf16 result (``e.result``, valid with ``e.raw_valid``)."""
+        lanes, rd, wp, reduce, seen, reduce_take, b_scalar, lane_copies = (
+            e.lanes, e.rd, e.wp, e.reduce, e.seen, e.reduce_take, e.b_scalar, e.lane_copies)
+        writes, valid1, waddr = e.writes, e.valid1, e.waddr
         result = Signal(data.ArrayLayout(16, lanes))
         raw_valid = Signal()
         half = lanes // 2
@@ -252,6 +291,14 @@ class LaneEngine(wiring.Component):
             m.d.comb += result[lane].eq(f32_to_bf16(raw))
         m.d.sync += raw_valid.eq(raw_valid_in)
 
+        e.result, e.raw_valid = result, raw_valid
+
+    def _output(self, m, e):
+        """Results (or SUM's sum) into the output FIFO, its room, the beats seen."""
+        lanes, reduce, phase, idle, rd, out_fifo, free, take = (
+            e.lanes, e.reduce, e.phase, e.idle, e.rd, e.out_fifo, e.free, e.take)
+        raw_valid, result, reduce_take, seen, last_vector, rest = (
+            e.raw_valid, e.result, e.reduce_take, e.seen, e.last_vector, e.rest)
         emit = reduce & (phase == 2) & idle
         m.d.comb += [out_fifo.w_en.eq(raw_valid | emit),
                      out_fifo.w_data.eq(Mux(emit, rd[0][0], result))]
@@ -268,4 +315,3 @@ class LaneEngine(wiring.Component):
                 m.d.sync += rest.eq(1)
         with m.If(emit):
             m.d.sync += phase.eq(3)
-        return m

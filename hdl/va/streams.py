@@ -256,6 +256,14 @@ class StreamWriter(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
+        q, word, offset, count = self._words(m)
+        self._bursts(m, q, word, offset, count)
+        return m
+
+    def _words(self, m):
+        """The input words realigned to the address, with their byte strobes, into the
+        FIFO ``q`` (entries of ``word``); returns (q, word, the address's offset in a
+        bus word, the counters' shape)."""
         width, bb = self.data_width, self.bus_bytes
         off_bits = exact_log2(bb)
         count = range(MAX_BYTES // bb + 3)
@@ -299,7 +307,12 @@ class StreamWriter(wiring.Component):
                      realign.o.ready.eq(q.w_rdy)]
         with m.If(realign.o.valid & realign.o.ready):
             m.d.sync += index.eq(index + 1)
+        return q, word, offset, count
 
+    def _bursts(self, m, q, word, offset, count):
+        """Bursts from the FIFO (rule 2), their responses, errors, ``done`` and ``idle``."""
+        bb = self.bus_bytes
+        off_bits = exact_log2(bb)
         # Bursts.
         addr = Signal(PHYS_ADDR_BITS)
         first = Signal(32)
@@ -362,4 +375,3 @@ class StreamWriter(wiring.Component):
         m.d.comb += [self.idle.eq((outstanding == 0) & ~issued),
                      self.done.eq((to_send == 0) & (outstanding == 0) & ~issued & ~failed
                                   & ~self.start)]
-        return m

@@ -250,17 +250,13 @@ class VectorCore(wiring.Component):
         engine_in = engine.x if i == 0 else engine.y
         if i == 0:      # the first operand feeds the lanes, a scatter or the functions
             with m.If(s.op["scatter"]):
-                m.d.comb += [s.scatterer.i.payload.eq(stream.payload),
-                             s.scatterer.i.valid.eq(stream.valid),
-                             stream.ready.eq(s.scatterer.i.ready)]
+                wiring.connect(m, stream, s.scatterer.i)
             with m.Elif(s.op["rows"]):
                 wiring.connect(m, stream, rows.x)
             with m.Elif(s.op["ext"]):
                 wiring.connect(m, stream, s.ext_io.i)
             with m.Else():
-                m.d.comb += [engine_in.payload.eq(stream.payload),
-                             engine_in.valid.eq(stream.valid),
-                             stream.ready.eq(engine_in.ready)]
+                wiring.connect(m, stream, engine_in)
         else:
             # y's payload goes to the row unit whatever the command; its valid only to one
             m.d.comb += rows.y.payload.eq(stream.payload)
@@ -319,13 +315,9 @@ class VectorCore(wiring.Component):
             with m.If(indexed):
                 wiring.connect(m, getattr(mover.mem, name), port)
             with m.Elif(scatter):
-                theirs = getattr(scatterer, name)
-                m.d.comb += [port.payload.eq(theirs.payload), port.valid.eq(theirs.valid),
-                             theirs.ready.eq(port.ready)]
+                wiring.connect(m, getattr(scatterer, name), port)
             with m.Else():
-                ours = getattr(writer, name)
-                m.d.comb += [port.payload.eq(ours.payload), port.valid.eq(ours.valid),
-                             ours.ready.eq(port.ready)]
+                wiring.connect(m, getattr(writer, name), port)
         for unit, mine in ((writer, ~scatter & ~indexed), (scatterer, scatter),
                            (mover.mem, indexed)):
             m.d.comb += [unit.wr_resp.payload.eq(mem.wr_resp.payload),
@@ -334,40 +326,22 @@ class VectorCore(wiring.Component):
         rd_req, rd_resp = wiring.flipped(mem.rd_req), wiring.flipped(mem.rd_resp)
         with m.If(indexed):
             wiring.connect(m, mover.mem.rd_req, rd_req)
-            m.d.comb += [mover.mem.rd_resp.payload.eq(rd_resp.payload),
-                         mover.mem.rd_resp.valid.eq(rd_resp.valid),
-                         rd_resp.ready.eq(mover.mem.rd_resp.ready)]
+            wiring.connect(m, rd_resp, mover.mem.rd_resp)
         with m.Elif(gather):
-            m.d.comb += [rd_req.payload.eq(gatherer.rd_req.payload),
-                         rd_req.valid.eq(gatherer.rd_req.valid),
-                         gatherer.rd_req.ready.eq(rd_req.ready),
-                         gatherer.rd_resp.payload.eq(rd_resp.payload),
-                         gatherer.rd_resp.valid.eq(rd_resp.valid),
-                         rd_resp.ready.eq(gatherer.rd_resp.ready),
-                         writer.i.payload.eq(gatherer.o.payload),
-                         writer.i.valid.eq(gatherer.o.valid),
-                         gatherer.o.ready.eq(writer.i.ready)]
+            wiring.connect(m, gatherer.rd_req, rd_req)
+            wiring.connect(m, rd_resp, gatherer.rd_resp)
+            wiring.connect(m, gatherer.o, writer.i)
         with m.Elif(op["rows"] | ext):
-            m.d.comb += [rd_req.payload.eq(reader.rd_req.payload),
-                         rd_req.valid.eq(reader.rd_req.valid),
-                         reader.rd_req.ready.eq(rd_req.ready),
-                         reader.rd_resp.payload.eq(rd_resp.payload),
-                         reader.rd_resp.valid.eq(rd_resp.valid),
-                         rd_resp.ready.eq(reader.rd_resp.ready),
-                         writer.i.payload.eq(Mux(ext, ext_io.o.payload, rows.o.payload)),
+            wiring.connect(m, reader.rd_req, rd_req)
+            wiring.connect(m, rd_resp, reader.rd_resp)
+            m.d.comb += [writer.i.payload.eq(Mux(ext, ext_io.o.payload, rows.o.payload)),
                          writer.i.valid.eq(Mux(ext, ext_io.o.valid, rows.o.valid)),
                          rows.o.ready.eq(writer.i.ready & ~ext),
                          ext_io.o.ready.eq(writer.i.ready & ext)]
         with m.Else():
-            m.d.comb += [rd_req.payload.eq(reader.rd_req.payload),
-                         rd_req.valid.eq(reader.rd_req.valid),
-                         reader.rd_req.ready.eq(rd_req.ready),
-                         reader.rd_resp.payload.eq(rd_resp.payload),
-                         reader.rd_resp.valid.eq(rd_resp.valid),
-                         rd_resp.ready.eq(reader.rd_resp.ready),
-                         writer.i.payload.eq(s.engine.o.payload),
-                         writer.i.valid.eq(s.engine.o.valid),
-                         s.engine.o.ready.eq(writer.i.ready)]
+            wiring.connect(m, reader.rd_req, rd_req)
+            wiring.connect(m, rd_resp, reader.rd_resp)
+            wiring.connect(m, s.engine.o, writer.i)
 
     def _sequence(self, m, s):
         """A command's run: ``finish`` once everything is written and nothing is in

@@ -215,8 +215,8 @@ def credit_pipeline(m, i, o, data, latency, name="pipe"):
         m.d.sync += free.eq(free + 1)
     valid = Signal(latency, name=f"{name}_valid")
     m.d.sync += valid.eq(Cat(taken, valid[:-1]))
-    m.d.comb += [out.w_en.eq(valid[-1]), out.w_data.eq(data),
-                 o.payload.eq(out.r_data), o.valid.eq(out.r_rdy), out.r_en.eq(o.ready)]
+    m.d.comb += [out.w_en.eq(valid[-1]), out.w_data.eq(data)]
+    wiring.connect(m, out.r_stream, wiring.flipped(o))
 
 
 class UnaryUnit(wiring.Component):

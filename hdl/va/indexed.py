@@ -268,8 +268,7 @@ def route(m, source, sink, when):
     """``source`` feeds ``sink`` while ``when`` (several routes of one source exclude
     each other)."""
     with m.If(when):
-        m.d.comb += [sink.valid.eq(source.valid), sink.payload.eq(source.payload),
-                     source.ready.eq(sink.ready)]
+        wiring.connect(m, source, sink)
 
 
 class IndexedMover(wiring.Component):

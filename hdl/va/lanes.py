@@ -126,8 +126,7 @@ class LaneEngine(wiring.Component):
 
         m.submodules.fifo = out_fifo = fifo.SyncFIFOBuffered(width=16 * lanes,
                                                             depth=self.FIFO_DEPTH)
-        m.d.comb += [self.o.payload.eq(out_fifo.r_data), self.o.valid.eq(out_fifo.r_rdy),
-                     out_fifo.r_en.eq(self.o.ready)]
+        wiring.connect(m, out_fifo.r_stream, wiring.flipped(self.o))
         # Room in the FIFO for a beat beside those in flight.
         free = Signal(range(self.FIFO_DEPTH + 1), init=self.FIFO_DEPTH)
         have = self.x.valid & (self.y.valid | ~two) & (got_s | ~bcast)

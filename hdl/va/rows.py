@@ -385,8 +385,7 @@ class RowUnit(wiring.Component):
         have_half = Signal()
         flush = r.emit & packed & have_half & (r.results == r.total)
         with m.If(r.rope):
-            m.d.comb += [self.o.payload.eq(rl_o.payload), self.o.valid.eq(rl_o.valid),
-                         rl_o.ready.eq(self.o.ready)]
+            wiring.connect(m, rl_o, wiring.flipped(self.o))
         with m.Elif(~r.emit):                    # SOFTMAX's exp values: to the sum
             m.d.comb += pipe_o.ready.eq(~r.hold)
         with m.Elif(~packed):

@@ -96,7 +96,7 @@ class OperandReader(wiring.Component):
                                                                 depth=self.depth))
             m.submodules[f"fifo{i}"] = q
             out = getattr(self, f"out{i}")
-            m.d.comb += [out.payload.eq(q.r_data), out.valid.eq(q.r_rdy), q.r_en.eq(out.ready)]
+            wiring.connect(m, q.r_stream, wiring.flipped(out))
             cfg = self.config[i]
             addr = Signal(PHYS_ADDR_BITS, name=f"addr{i}")
             first = Signal(32, name=f"first{i}")

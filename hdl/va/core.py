@@ -23,7 +23,8 @@ built that narrow and take each bus word in pieces (:mod:`hdl.va.narrow`).
     GATHER_IDX, SCATTER_IDX, GATHER_CSR: IndexedMover (its own memory port; hdl/va/indexed.py)
 
 Both paths read through one memory port (``rd_req`` / ``rd_resp``, the running
-command's path owns it) and write through the :class:`~hdl.va.streams.StreamWriter`.
+command's path owns it: :class:`~hdl.va.portmux.PortMux`) and write through the
+:class:`~hdl.va.streams.StreamWriter`.
 
 Which path runs a command, the checks at START and the bytes each operand and result
 spans come from one table, :data:`spec.va.VA_COMMANDS` (:mod:`hdl.va.opcodes`).
@@ -46,6 +47,7 @@ from hdl.va.indexed import IndexedMover
 from hdl.va.lanes import LaneEngine
 from hdl.va.narrow import WidthAdapter, check_fn_lanes
 from hdl.va.opcodes import RTL_OPCODES, operand_bytes, start_checks, unit_groups
+from hdl.va.portmux import PortMux
 from hdl.va.rows import RowUnit
 from hdl.va.scatter import StridedScatter
 from hdl.va.streams import (
@@ -306,42 +308,24 @@ class VectorCore(wiring.Component):
             m.d.comb += unit.abort.eq(s.abort)
 
     def _memory_port(self, m, s):
-        """The running command's path owns the memory port and feeds the writer."""
-        mem, op, writer, scatterer, mover = self.mem, s.op, s.writer, s.scatterer, s.mover
-        reader, gatherer, rows, ext_io = s.reader, s.gatherer, s.rows, s.ext_io
-        indexed, scatter, gather, ext = op["indexed"], op["scatter"], op["gather"], op["ext"]
-        for name in ("wr_req", "wr_data"):
-            port = wiring.flipped(getattr(mem, name))
-            with m.If(indexed):
-                wiring.connect(m, getattr(mover.mem, name), port)
-            with m.Elif(scatter):
-                wiring.connect(m, getattr(scatterer, name), port)
-            with m.Else():
-                wiring.connect(m, getattr(writer, name), port)
-        for unit, mine in ((writer, ~scatter & ~indexed), (scatterer, scatter),
-                           (mover.mem, indexed)):
-            m.d.comb += [unit.wr_resp.payload.eq(mem.wr_resp.payload),
-                         unit.wr_resp.valid.eq(mem.wr_resp.valid & mine)]
-        m.d.comb += mem.wr_resp.ready.eq(1)
-        rd_req, rd_resp = wiring.flipped(mem.rd_req), wiring.flipped(mem.rd_resp)
-        with m.If(indexed):
-            wiring.connect(m, mover.mem.rd_req, rd_req)
-            wiring.connect(m, rd_resp, mover.mem.rd_resp)
-        with m.Elif(gather):
-            wiring.connect(m, gatherer.rd_req, rd_req)
-            wiring.connect(m, rd_resp, gatherer.rd_resp)
-            wiring.connect(m, gatherer.o, writer.i)
-        with m.Elif(op["rows"] | ext):
-            wiring.connect(m, reader.rd_req, rd_req)
-            wiring.connect(m, rd_resp, reader.rd_resp)
-            m.d.comb += [writer.i.payload.eq(Mux(ext, ext_io.o.payload, rows.o.payload)),
-                         writer.i.valid.eq(Mux(ext, ext_io.o.valid, rows.o.valid)),
-                         rows.o.ready.eq(writer.i.ready & ~ext),
-                         ext_io.o.ready.eq(writer.i.ready & ext)]
-        with m.Else():
-            wiring.connect(m, reader.rd_req, rd_req)
-            wiring.connect(m, rd_resp, reader.rd_resp)
-            wiring.connect(m, s.engine.o, writer.i)
+        """The memory port and the writer's input, owned by the running command's path
+        (:class:`hdl.va.portmux.PortMux`)."""
+        m.submodules.ports = ports = PortMux(self.data_width)
+        m.d.comb += [getattr(ports.path, flag).eq(s.op[flag])
+                     for flag in ("indexed", "scatter", "gather", "rows", "ext")]
+        wiring.connect(m, ports.mem, wiring.flipped(self.mem))
+        wiring.connect(m, s.mover.mem, ports.indexed)
+        for unit, port in ((s.reader, ports.reader), (s.gatherer, ports.gather)):
+            wiring.connect(m, unit.rd_req, port.rd_req)
+            wiring.connect(m, port.rd_resp, unit.rd_resp)
+        for unit, port in ((s.scatterer, ports.scatter), (s.writer, ports.writer)):
+            wiring.connect(m, unit.wr_req, port.wr_req)
+            wiring.connect(m, unit.wr_data, port.wr_data)
+            wiring.connect(m, port.wr_resp, unit.wr_resp)
+        for unit, port in ((s.gatherer.o, ports.from_gather), (s.rows.o, ports.from_rows),
+                           (s.ext_io.o, ports.from_ext), (s.engine.o, ports.from_lanes)):
+            wiring.connect(m, unit, port)
+        wiring.connect(m, ports.to_writer, s.writer.i)
 
     def _sequence(self, m, s):
         """A command's run: ``finish`` once everything is written and nothing is in

@@ -4,8 +4,9 @@ on ``v4hw_tile`` under Verilator and Icarus.
 The build is the tile tests' own (``tests/test_tile_cocotb.py``: the same Verilog text,
 configuration name and options), so no build is added. ``make test`` runs the list
 planned for the first 12 commands of the ``notes`` step on Verilator; ``make regress``
-the first 4 on Icarus (slow: the tile's Icarus build) and the whole step, beside the
-host-driven run of the same step for the ratio. ``pytest -s`` prints the report (the
+the first 4 on Icarus (slow: the tile's Icarus build), the whole step and the
+``deepseek-v4`` preset's whole step (three layers), each beside the host-driven run of the
+same step for the ratio. ``pytest -s`` prints the report (the
 plan-vs-measured distribution).
 """
 
@@ -22,9 +23,10 @@ SHORT = 12
 SHORT_ICARUS = 4
 
 
-def run_planned(simulator, tmp_path, timeout_s, *, limit=0, host=False, on_time=False):
+def run_planned(simulator, tmp_path, timeout_s, *, limit=0, host=False, on_time=False,
+                preset="notes"):
     report = tmp_path / "report.json"
-    env = {"V4HW_SQ_PRESET": "notes", "V4HW_SQ_LIMIT": str(limit),
+    env = {"V4HW_SQ_PRESET": preset, "V4HW_SQ_LIMIT": str(limit),
            "V4HW_SQ_REPORT": str(report), "V4HW_SQ_HOST": str(int(host)),
            "V4HW_SQ_ON_TIME": str(int(on_time))}
     verilog = tile.tile_verilog() if simulator == "verilator" else tile.tile_verilog_icarus()
@@ -64,5 +66,18 @@ def test_tile_sequencer_notes_step(tmp_path):
     tile machine model's error), then from the host for the ratio."""
     out = run_planned("verilator", tmp_path, 7200, host=True, on_time=True)
     assert out["count"] == out["entries"] and out["late_entries"] == 0
+    print(f"planned step {out['run_cycles']} cycles (START to DONE), host-driven "
+          f"{out['host_cycles']}: ratio {out['host_cycles'] / out['run_cycles']:.3f}")
+
+
+@pytest.mark.cocotb
+@pytest.mark.regress
+def test_tile_sequencer_deepseek_v4_step(tmp_path):
+    """The deepseek-v4 preset's whole step (three layers, 1981 commands, 4252 entries) from
+    the sequencer (every entry on time, each CTR within the tile machine model's error,
+    bit for bit), then from the host for the ratio."""
+    out = run_planned("verilator", tmp_path, 7200, host=True, on_time=True,
+                      preset="deepseek-v4")
+    assert out["count"] == out["entries"] and out["late_entries"] == 0 and out["layers"] == 3
     print(f"planned step {out['run_cycles']} cycles (START to DONE), host-driven "
           f"{out['host_cycles']}: ratio {out['host_cycles'] / out['run_cycles']:.3f}")

@@ -2,8 +2,9 @@
 (``hdl/tile/sequencer.py``, docs/tile/sequencer.md) on ``v4hw_tile``, run by
 ``tests/test_tile_seq_cocotb.py``.
 
-The host only loads the memory (the program's image, as the host runtime
-:class:`sim.tile_runtime.TileRuntime` does, the command list and a zeroed log), writes
+The host only loads the memory (the step's image, every layer's: the layers share one
+memory, and the last layer's program holds every tensor and its host image; as the host
+runtime :class:`sim.tile_runtime.TileRuntime` does; the command list and a zeroed log), writes
 the sequencer's LIST, COUNT, LOG and START, and waits for its interrupt. The list is the
 preset's planned decode step (:func:`plan.commands.preset_command_list`, what
 ``v4hw plan --preset notes --commands`` writes, for the tile's own P, L and bus read off
@@ -17,7 +18,7 @@ its PARAMS and CAPS; checked equal to ``v4hw plan --preset notes --commands OUT.
   planned cycle, T0 + PLANNED (LATE 0), and each op's CTR within its block's error of
   the planned CTR (never after it);
 * the memory is bit for bit the golden interpreter's after the commands the entries run
-  (the whole program, or with ``V4HW_SQ_LIMIT`` N a list planned for the step's first N
+  (every layer's in turn on that image, or with ``V4HW_SQ_LIMIT`` N a list planned for the step's first N
   commands only, ``preset_command_list(..., commands=N)``);
 * the report (``V4HW_SQ_REPORT``, JSON): each op's CTR against its planned CTR
   (``ctr − (T0 + planned launch of its last entry + 2 + its cycles a START)``) and its
@@ -50,6 +51,7 @@ import cocotb
 from golden.program import BlockConfig
 from plan.cli import add_arguments, run
 from plan.commands import decode_log, encode_command_list, entry_commands, preset_command_list
+from plan.ir import BarrierOp
 from plan.machine import TILE_ERROR, TILE_MARGINS
 from sim.tile_demo_tb import MEMORY_LATENCY, block_config, run_layers, start_stamp
 from sim.tile_driver import TileBench
@@ -75,21 +77,23 @@ async def planned_step(dut):
     await bench.start()
     cfg = await block_config(bench)
     programs = decode_programs(preset, cfg)
-    assert len(programs) == 1, f"{preset}: {len(programs)} layers; this bench runs one"
-    (_, program, _), = programs
+    # The layers share one memory; the last layer's program holds every tensor and the
+    # host's image of all of them (its init), so one runtime loads the whole step.
+    program = programs[-1][1]
+    commands = [cmd for _, prog, _ in programs for cmd in prog.commands]
     plan_cfg = replace(cfg, latency=_env("PLAN_LATENCY", cfg.latency))
-    n_cmds = len(program.commands) if limit == 0 else min(limit, len(program.commands))
+    n_cmds = len(commands) if limit == 0 else min(limit, len(commands))
     wall = time.monotonic()
     entries, result, graph, planned = preset_command_list(
         preset, plan_cfg, origin=origin,
-        commands=None if n_cmds == len(program.commands) else n_cmds)
+        commands=None if n_cmds == len(commands) else n_cmds)
     plan_s = time.monotonic() - wall
-    assert list(planned[0].commands) == list(program.commands[:n_cmds]), \
+    assert [cmd for prog in planned for cmd in prog.commands] == commands[:n_cmds], \
         "the planned program is not the runtime's"
     links = entry_commands(planned, graph, result)
     count = len(entries)
     data = encode_command_list(entries)
-    if n_cmds == len(program.commands) and plan_cfg == BlockConfig(p=cfg.p, lanes=cfg.lanes):
+    if n_cmds == len(commands) and plan_cfg == BlockConfig(p=cfg.p, lanes=cfg.lanes):
         # the same list as the command line writes it
         out = Path(os.environ.get("V4HW_SQ_REPORT", "report.json")).with_suffix(".bin")
         args = argparse.ArgumentParser()
@@ -124,14 +128,14 @@ async def planned_step(dut):
     end = await seq.read("CTR_LO") | await seq.read("CTR_HI") << 32
     log = decode_log(bytes(bench.ram.mem.read(LOG, RECORD_BYTES * count)), count)
     golden_wall = time.monotonic()
-    for cmd in program.commands[:n_cmds]:
+    for cmd in commands[:n_cmds]:
         rt.golden.execute(cmd)
     bad = rt.final_mismatches()
     golden_s = time.monotonic() - golden_wall
 
     # Plan against measurement: each op's CTR (its last entry's) against its finish.
     timing = {e.op: (e.start, e.finish) for e in result.entries}
-    bounds = {op.name: op.latency_bound for op in graph.ops if op.latency_bound}
+    bounds = {op.name: op.latency_bound for op in graph.ops if not isinstance(op, BarrierOp)}
     spans = {}
     for i, (_, _, op) in enumerate(links):
         lo, _ = spans.get(op.name, (i, i))
@@ -164,7 +168,7 @@ async def planned_step(dut):
         by_block.setdefault(o["block"], []).append(o["ctr_minus_planned"])
     fig = {
         "preset": preset, "entries": len(entries), "count": count, "commands": n_cmds,
-        "program_commands": len(program.commands), "origin": origin,
+        "program_commands": len(commands), "layers": len(programs), "origin": origin,
         "plan_latency": plan_cfg.latency, "makespan": result.makespan,
         "status": status, "error": code, "err_addr": err_addr, **counters,
         "t0": t0, "started": started, "run_cycles": end - t0,

@@ -62,7 +62,7 @@ from hdl.va.narrow import WidthAdapter, check_fn_lanes
 from hdl.va.opcodes import DST2_OPCODES, PACKED_OPCODES, operand_bytes
 from spec.va import FIX, MAX_K, MAX_LENGTH, RECIP_127, SUM_FRAC, Count, VaUnit
 
-__all__ = ["RowUnit", "RopeLanes"]
+__all__ = ["RowUnit", "RopeLanes", "ExactSum"]
 
 SUM_BITS = 58               # 65 536 terms below 2**41
 
@@ -155,6 +155,74 @@ class RopeLanes(wiring.Component):
             depths.add(st.depth)
         assert len(depths) == 1
         credit_pipeline(m, self.i, self.o, out, depths.pop())
+        return m
+
+
+class ExactSum(wiring.Component):
+    """The exact fixed-point sum of a row (:data:`spec.va.SUM_FRAC` fraction bits,
+    :data:`SUM_BITS` wide: 65 536 terms below 2**41), ``fn_lanes`` elements a cycle.
+
+    In a cycle with ``take``, the piece ``word`` (bf16 x) / ``e`` (the element pipeline's
+    binary32 values), whose first element has index ``base``, adds to ``total``; lanes at
+    or past ``n`` add nothing. SOFTMAX (``softmax``): the exp values ``e``; RMSNORM: the
+    squares of x scaled by 2**(2·(exponent − ``emax``)), so the largest is below 4. A
+    pipeline (the terms | a register after each level of the tree | ``total``) that never
+    stalls; ``busy`` while a piece is in it. ``total`` starts at 0 with the unit's reset.
+    ``lut_products``: the 8×8 squares in logic.
+    """
+
+    def __init__(self, fn_lanes, bus_lanes, lut_products=False):
+        self.fn_lanes, self.lut_products = fn_lanes, lut_products
+        super().__init__({
+            "word": In(data.ArrayLayout(16, fn_lanes)),
+            "e": In(data.ArrayLayout(32, fn_lanes)),
+            "base": In(range(MAX_LENGTH + bus_lanes + 1)),
+            "n": In(range(MAX_LENGTH + 1)),
+            "emax": In(8),
+            "softmax": In(1),
+            "take": In(1),
+            "busy": Out(1),
+            "total": Out(SUM_BITS),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        fn = self.fn_lanes
+        p_word, p_e, p_base, emax = self.word, self.e, self.base, self.emax
+        terms = []
+        for lane in range(fn):
+            inside = p_base + lane < self.n
+            x, e = p_word[lane], p_e[lane]
+            big_m = Cat(x[:7], 1)
+            sq = Signal(16, name=f"sq{lane}")
+            m.d.comb += sq.eq(lut_product(big_m, big_m) if self.lut_products else big_m * big_m)
+            sh_x = Signal(9, name=f"shx{lane}")
+            m.d.comb += sh_x.eq((emax - x[7:15]) << 1)
+            square = Mux((x[7:15] == 0) | (sh_x >= SUM_FRAC), 0, (sq << 24) >> sh_x[:6])
+            ee = e[23:31]
+            mant = Cat(e[:23], 1)
+            left = Signal(range(-256, 256), name=f"she{lane}")
+            m.d.comb += left.eq(ee - (150 - SUM_FRAC))
+            from_e = Mux(ee == 0, 0, Mux(left >= 0, mant << left[:5],
+                                         Mux(left < -24, 0, mant >> (-left)[:5])))
+            term = Signal(SUM_FRAC + 1, name=f"term{lane}")
+            with m.If(inside):
+                m.d.sync += term.eq(Mux(self.softmax, from_e, square))
+            with m.Else():
+                m.d.sync += term.eq(0)
+            terms.append(term)
+        sum_valid0 = Signal()
+        m.d.sync += sum_valid0.eq(self.take)
+        wide = [Signal(SUM_BITS, name=f"wterm{i}") for i in range(fn)]
+        for w, t in zip(wide, terms, strict=True):
+            m.d.comb += w.eq(t)
+        partial, sum_levels = _tree(m, wide, lambda a, b: (a + b)[:SUM_BITS], Const(1), "sum")
+        sum_valid = Signal(sum_levels)
+        m.d.sync += sum_valid.eq(Cat(sum_valid0, sum_valid[:-1]))
+        total_sum = Signal(SUM_BITS)
+        with m.If(sum_valid[-1]):
+            m.d.sync += total_sum.eq(total_sum + partial)
+        m.d.comb += [self.busy.eq(sum_valid0 | sum_valid.any()), self.total.eq(total_sum)]
         return m
 
 
@@ -493,44 +561,13 @@ class RowUnit(wiring.Component):
             best, best.key[:8], poison, cands, thr, have_thr, tree_valid)
 
     def _exact_sum(self, m, r):
-        """Exact fixed-point sums (SOFTMAX: exp values; RMSNORM: squares scaled by Emax)
-        in ``r.total_sum``."""
-        fn = self.fn_lanes
-        p_word, p_e, p_base, emax = r.p_word, r.p_e, r.p_base, r.emax
-        terms = []
-        for lane in range(fn):
-            inside = p_base + lane < self.n
-            x, e = p_word[lane], p_e[lane]
-            big_m = Cat(x[:7], 1)
-            sq = Signal(16, name=f"sq{lane}")
-            m.d.comb += sq.eq(lut_product(big_m, big_m) if self.lut_products else big_m * big_m)
-            sh_x = Signal(9, name=f"shx{lane}")
-            m.d.comb += sh_x.eq((emax - x[7:15]) << 1)
-            square = Mux((x[7:15] == 0) | (sh_x >= SUM_FRAC), 0, (sq << 24) >> sh_x[:6])
-            ee = e[23:31]
-            mant = Cat(e[:23], 1)
-            left = Signal(range(-256, 256), name=f"she{lane}")
-            m.d.comb += left.eq(ee - (150 - SUM_FRAC))
-            from_e = Mux(ee == 0, 0, Mux(left >= 0, mant << left[:5],
-                                         Mux(left < -24, 0, mant >> (-left)[:5])))
-            term = Signal(SUM_FRAC + 1, name=f"term{lane}")
-            with m.If(inside):
-                m.d.sync += term.eq(Mux(r.softmax, from_e, square))
-            with m.Else():
-                m.d.sync += term.eq(0)
-            terms.append(term)
-        sum_valid0 = Signal()
-        m.d.sync += sum_valid0.eq(r.a_valid & (r.sum_x | r.sum_e))
-        wide = [Signal(SUM_BITS, name=f"wterm{i}") for i in range(fn)]
-        for w, t in zip(wide, terms, strict=True):
-            m.d.comb += w.eq(t)
-        partial, sum_levels = _tree(m, wide, lambda a, b: (a + b)[:SUM_BITS], Const(1), "sum")
-        sum_valid = Signal(sum_levels)
-        m.d.sync += sum_valid.eq(Cat(sum_valid0, sum_valid[:-1]))
-        total_sum = Signal(SUM_BITS)
-        with m.If(sum_valid[-1]):
-            m.d.sync += total_sum.eq(total_sum + partial)
-        r.sum_valid0, r.sum_valid, r.total_sum = sum_valid0, sum_valid, total_sum
+        """The exact sum (:class:`ExactSum`) of the pass's pieces: SOFTMAX's exp values,
+        RMSNORM's scaled squares, in ``r.sum.total``."""
+        m.submodules.exact_sum = r.sum = ExactSum(self.fn_lanes, self.data_width // 16,
+                                                  self.lut_products)
+        m.d.comb += [r.sum.word.eq(r.p_word), r.sum.e.eq(r.p_e), r.sum.base.eq(r.p_base),
+                     r.sum.n.eq(self.n), r.sum.emax.eq(r.emax), r.sum.softmax.eq(r.softmax),
+                     r.sum.take.eq(r.a_valid & (r.sum_x | r.sum_e))]
 
     def _topk_lists(self, m, r):
         """Top-k: per lane the best MAX_K of its elements, best first; while
@@ -613,7 +650,7 @@ class RowUnit(wiring.Component):
         """The passes' FSM: a pass, the scalar steps after it, the next pass (``again``),
         TOPK's merge and results, the second result (``second``), ``done``."""
         busy = Signal()
-        m.d.comb += busy.eq(r.a_valid | r.tree_valid.any() | r.sum_valid0 | r.sum_valid.any())
+        m.d.comb += busy.eq(r.a_valid | r.tree_valid.any() | r.sum.busy)
         r.out_words = Signal(range(8))
         r.merged_count = Signal(range(len(r.chain)))
         r.pass_end = (r.running & (r.taken == r.total) & ~busy
@@ -671,7 +708,7 @@ class RowUnit(wiring.Component):
         rsqrt(sum/n + eps), QUANTIZE's scale and its reciprocal, into ``c``."""
         t1, t2, c, ready, spoiled = r.t1, r.t2, r.c, r.ready, r.spoiled
         with m.State("SOFTMAX_SUM"):
-            m.d.comb += [r.nt_value.eq(r.total_sum), r.nt_scale.eq(-SUM_FRAC)]
+            m.d.comb += [r.nt_value.eq(r.sum.total), r.nt_scale.eq(-SUM_FRAC)]
             with m.If(ready("nt")):
                 m.d.sync += t1.eq(r.nt)
                 m.next = "SOFTMAX_RECIP"
@@ -685,7 +722,7 @@ class RowUnit(wiring.Component):
                 m.d.sync += t1.eq(r.nt)
                 m.next = "RMS_SUM"
         with m.State("RMS_SUM"):
-            m.d.comb += [r.nt_value.eq(r.total_sum),
+            m.d.comb += [r.nt_value.eq(r.sum.total),
                          r.nt_scale.eq(2 * (r.emax - 126) - SUM_FRAC)]
             with m.If(ready("nt", "rc")):
                 m.d.sync += [t2.eq(r.rc), t1.eq(r.nt)]

@@ -62,7 +62,7 @@ from hdl.va.narrow import WidthAdapter, check_fn_lanes
 from hdl.va.opcodes import DST2_OPCODES, PACKED_OPCODES, operand_bytes
 from spec.va import FIX, MAX_K, MAX_LENGTH, RECIP_127, SUM_FRAC, Count, VaUnit
 
-__all__ = ["RowUnit", "RopeLanes", "ExactSum"]
+__all__ = ["RowUnit", "RopeLanes", "ExactSum", "TopkLists"]
 
 SUM_BITS = 58               # 65 536 terms below 2**41
 
@@ -223,6 +223,61 @@ class ExactSum(wiring.Component):
         with m.If(sum_valid[-1]):
             m.d.sync += total_sum.eq(total_sum + partial)
         m.d.comb += [self.busy.eq(sum_valid0 | sum_valid.any()), self.total.eq(total_sum)]
+        return m
+
+
+class TopkLists(wiring.Component):
+    """Top-k of a row, ``fn_lanes`` candidates a cycle (TOPK, MAX, TOPK_WIDE):
+
+    1. in a cycle with ``insert``, each lane's candidate (``cands``, key -2: none) goes
+       into its lane's list of the best :data:`MAX_K` (:func:`_better`: a larger key,
+       then a lower index), best first;
+    2. while ``merge`` (``fn_lanes`` · MAX_K cycles, no ``insert``), the lanes' lists
+       shift one entry a cycle into ``final``, the best MAX_K of them all, and empty;
+    3. ``clear`` empties ``final`` (keys -2) for TOPK_WIDE's next chunk.
+
+    Every list starts empty with the unit's reset.
+    """
+
+    def __init__(self, fn_lanes):
+        self.fn_lanes = fn_lanes
+        super().__init__({
+            "cands": In(data.ArrayLayout(Entry(), fn_lanes)),
+            "insert": In(1),
+            "merge": In(1),
+            "clear": In(1),
+            "final": Out(data.ArrayLayout(Entry(), MAX_K)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        fn = self.fn_lanes
+        lists = [[Signal(Entry(), name=f"top{lane}_{i}", init={"key": -2})
+                  for i in range(MAX_K)] for lane in range(fn)]
+        final = [Signal(Entry(), name=f"final{i}", init={"key": -2}) for i in range(MAX_K)]
+
+        def insert(entries, new, name):
+            wins = [Signal(name=f"{name}_w{i}") for i in range(MAX_K)]
+            for i, e in enumerate(entries):
+                m.d.comb += wins[i].eq(_better(new, e))
+            out = []
+            for i, e in enumerate(entries):
+                out.append(Mux(wins[i - 1] if i else 0, entries[i - 1], Mux(wins[i], new, e)))
+            return out
+
+        for lane in range(fn):
+            updated = insert(lists[lane], self.cands[lane], f"ins{lane}")
+            with m.If(self.insert):
+                m.d.sync += [e.eq(u) for e, u in zip(lists[lane], updated, strict=True)]
+        chain = [e for lst in lists for e in lst]
+        merged = insert(final, chain[0], "merge")
+        with m.If(self.merge):
+            m.d.sync += [e.eq(u) for e, u in zip(final, merged, strict=True)]
+            m.d.sync += [chain[i].eq(chain[i + 1]) for i in range(len(chain) - 1)]
+            m.d.sync += chain[-1].key.eq(-2)
+        with m.If(self.clear):
+            m.d.sync += [e.key.eq(-2) for e in final]
+        m.d.comb += [self.final[i].eq(e) for i, e in enumerate(final)]
         return m
 
 
@@ -570,34 +625,14 @@ class RowUnit(wiring.Component):
                      r.sum.take.eq(r.a_valid & (r.sum_x | r.sum_e))]
 
     def _topk_lists(self, m, r):
-        """Top-k: per lane the best MAX_K of its elements, best first; while
-        ``r.merging``, the lanes' lists (``r.chain``) shift one by one into ``r.final``."""
-        fn = self.fn_lanes
-        lists = [[Signal(Entry(), name=f"top{lane}_{i}", init={"key": -2})
-                  for i in range(MAX_K)] for lane in range(fn)]
-        final = [Signal(Entry(), name=f"final{i}", init={"key": -2}) for i in range(MAX_K)]
-
-        def insert(entries, new, name):
-            wins = [Signal(name=f"{name}_w{i}") for i in range(MAX_K)]
-            for i, e in enumerate(entries):
-                m.d.comb += wins[i].eq(_better(new, e))
-            out = []
-            for i, e in enumerate(entries):
-                out.append(Mux(wins[i - 1] if i else 0, entries[i - 1], Mux(wins[i], new, e)))
-            return out
-
-        merging = Signal()
-        for lane in range(fn):
-            updated = insert(lists[lane], r.cands[lane], f"ins{lane}")
-            with m.If(r.topk & r.a_valid & ~merging):
-                m.d.sync += [e.eq(u) for e, u in zip(lists[lane], updated, strict=True)]
-        chain = [e for lst in lists for e in lst]
-        merged = insert(final, chain[0], "merge")
-        with m.If(merging):
-            m.d.sync += [e.eq(u) for e, u in zip(final, merged, strict=True)]
-            m.d.sync += [chain[i].eq(chain[i + 1]) for i in range(len(chain) - 1)]
-            m.d.sync += chain[-1].key.eq(-2)
-        r.final, r.merging, r.chain = final, merging, chain
+        """Top-k (:class:`TopkLists`): the pass's candidates into the lanes' lists, then
+        while ``r.merging`` into ``r.final`` (MAX_K entries, best first)."""
+        m.submodules.topk_lists = lists = TopkLists(self.fn_lanes)
+        r.merging = Signal()
+        m.d.comb += [lists.cands[lane].eq(cand) for lane, cand in enumerate(r.cands)]
+        m.d.comb += [lists.insert.eq(r.topk & r.a_valid & ~r.merging),
+                     lists.merge.eq(r.merging)]
+        r.topk_lists, r.final = lists, [lists.final[i] for i in range(MAX_K)]
 
     def _scalar_units(self, m, r):
         """The scalar steps' shared units (normaliser, reciprocal, multiplier, adder,
@@ -652,7 +687,7 @@ class RowUnit(wiring.Component):
         busy = Signal()
         m.d.comb += busy.eq(r.a_valid | r.tree_valid.any() | r.sum.busy)
         r.out_words = Signal(range(8))
-        r.merged_count = Signal(range(len(r.chain)))
+        r.merged_count = Signal(range(self.fn_lanes * MAX_K))
         r.pass_end = (r.running & (r.taken == r.total) & ~busy
                       & (r.reduce_pass | ((r.results == r.total) & ~r.have_half)))
         with m.FSM():
@@ -759,7 +794,7 @@ class RowUnit(wiring.Component):
 
         with m.State("MERGE"):
             m.d.sync += merged_count.eq(merged_count + 1)
-            with m.If(merged_count == len(r.chain) - 1):   # every candidate is in
+            with m.If(merged_count == self.fn_lanes * MAX_K - 1):   # every candidate is in
                 m.d.sync += r.merging.eq(0)
                 with m.If(r.topk_wide & (self.chunk != 0)):
                     m.next = "WAIT_VALUES"
@@ -805,5 +840,5 @@ class RowUnit(wiring.Component):
         with m.State("NEXT_CHUNK"):                # TOPK_WIDE: the next 8, after the last pick
             m.d.sync += [self.chunk.eq(self.chunk + 1), r.taken.eq(0), r.results.eq(0),
                          r.thr.eq(final[-1]), r.have_thr.eq(1)]
-            m.d.sync += [e.key.eq(-2) for e in final]
+            m.d.comb += r.topk_lists.clear.eq(1)
             m.next = "AGAIN"

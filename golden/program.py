@@ -292,12 +292,17 @@ class Builder:
         t = Tensor(name, shape, dtype, self._top, role)
         self._top = t.addr + t.nbytes + (-(t.addr + t.nbytes)) % ALIGN
         self.tensors[name] = t
+        self._store(name, shape, dtype, data)
+        return name
+
+    def _store(self, name, shape, dtype, data):
+        """Grow the memory to the new top and write tensor ``name``'s initial ``data``
+        there (None: no initial value)."""
         self.m.grow(self._top)
         if data is not None:
             data = np.ascontiguousarray(data, DTYPES[dtype])
             self.init[name] = data.reshape(shape)
             self.m.write(name, data)
-        return name
 
     def weight(self, name, w, mode):
         """Weight ``w`` (float64, ``(N, K)`` as stored by the model) as the MA's B operand

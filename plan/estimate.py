@@ -44,11 +44,9 @@ from golden.muon import zero_load_latency
 from golden.presets.deepseek_v4 import DeepseekV4Config, DeepseekV4Layer, weight_shapes
 from golden.presets.tile import PRESETS
 from golden.program import (
-    ALIGN,
     BlockConfig,
     Builder,
     MaCmd,
-    Tensor,
     ma_command_cycles,
     va_command_cycles,
 )
@@ -157,15 +155,8 @@ class _ShapeBuilder(Builder):
     addresses) and records commands, but keeps no data and runs nothing. ``read`` (the
     MoE's dispatch, the only value a generator reads back) answers ``0, 1, 2, ...``."""
 
-    def tensor(self, name, shape, dtype, role="act", data=None, shared=False):
-        name = name if shared else self.prefix + name
-        if name in self.tensors:
-            raise ValueError(f"tensor {name!r} already exists")
-        shape = tuple(int(s) for s in np.atleast_1d(shape)) if not isinstance(shape, tuple) else shape
-        t = Tensor(name, shape, dtype, self._top, role)
-        self._top = t.addr + t.nbytes + (-(t.addr + t.nbytes)) % ALIGN
-        self.tensors[name] = t
-        return name
+    def _store(self, name, shape, dtype, data):
+        """Nothing: the builder keeps no memory (:meth:`Builder.tensor` allocates)."""
 
     def weight(self, name, w, mode):
         """The B operand's tensor ``(K, N)`` without its values (:meth:`Builder.weight`

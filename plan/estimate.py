@@ -12,11 +12,13 @@ For configurations too large to simulate. The steps:
    builder answers experts ``0..k-1`` (at one token every routed expert's commands have
    the same shapes, so which k does not change the cycles). Layers of one kind (attention
    type and routing) have the same commands, so one program is made and planned per kind.
-2. **Cycles of every command on the tile**: :func:`golden.program.ma_command_cycles` /
-   :func:`golden.program.va_command_cycles` (the fitted models, with the program's
-   addresses) at the memory latency a block sees through the tile: the standalone tops'
-   ``memory_latency`` at the core's port plus :data:`TILE_PATH_CYCLES` for the tile's
-   NIs, mesh and MC.
+2. **Cycles of every command on the tile**: the fitted models
+   (:func:`golden.ma_latency.ma_cycles`, :func:`golden.va_latency.va_repeat_cycles`, with
+   the program's addresses) at the standalone tops' ``memory_latency`` at the core's port
+   through the tile's memory path from the block's node to the MC's: the planner's tile
+   machine model (:func:`plan.lower.machine_for` with ``tile=True``,
+   :data:`plan.machine.TILE_PATH`), one model of the tile for the planner and the
+   estimate.
 3. **The layer's cycles**: ``planned``, the DSTP planner (:func:`plan.dstp.plan`) on a
    graph of one node per VA command and one per GEMM (its MA commands, the K and N tiles
    of at most 128, back to back), launched by the tile's command sequencer
@@ -40,41 +42,44 @@ from dataclasses import dataclass
 import numpy as np
 
 from golden import program as gprogram
+from golden.ma_latency import ma_cycles
 from golden.muon import zero_load_latency
 from golden.presets.deepseek_v4 import DeepseekV4Config, DeepseekV4Layer, weight_shapes
 from golden.presets.tile import PRESETS
-from golden.program import (
-    BlockConfig,
-    Builder,
-    MaCmd,
-    ma_command_cycles,
-    va_command_cycles,
-)
+from golden.program import BlockConfig, Builder, MaCmd
 from golden.program_dsv4 import dsv4_decode_step, dsv4_state
 from golden.va import ProposedVaOpcode
+from golden.va_latency import va_repeat_cycles
 from spec.codes import VaOpcode
 
 from .dstp import plan
 from .ir import DecodeOp, Graph
 from .ir import Tensor as IrTensor
-from .lower import DTYPE_NAMES, VA_OP_TYPES, ir_name, ma_traffic, va_traffic
+from .lower import (
+    DTYPE_NAMES,
+    VA_OP_TYPES,
+    _ma_command,
+    _va_commands,
+    ir_name,
+    ma_traffic,
+    machine_for,
+    va_traffic,
+)
 from .machine import (
     MA_ENTRY_WRITES,
+    TILE_PATH,
     VA_ENTRY_WRITES,
     LatencyModel,
     LinearLatency,
     Machine,
     SequencerTiming,
+    TilePathModel,
 )
 
-__all__ = ["TILE_PATH_CYCLES", "DEFAULT_POSITION", "DEFAULT_CLOCK_MHZ", "SCHEDULES", "PARTITIONS",
-           "TileParams", "read_config", "layer_programs", "LayerKind", "ExpertSplit",
+__all__ = ["DEFAULT_POSITION", "DEFAULT_CLOCK_MHZ", "SCHEDULES", "PARTITIONS",
+           "TileParams", "command_cycles", "read_config", "layer_programs", "LayerKind", "ExpertSplit",
            "moe_split", "Estimate", "estimate", "partition_layers"]
 
-# Cycles the tile's path (requester NI, mesh, memory NI, MC) adds to a memory round trip
-# over the standalone tops' bridge: docs/tile/README.md, "Bandwidth through the tile" (a
-# 16-word read, about 18 cycles more, measured in the Amaranth simulator).
-TILE_PATH_CYCLES = 18
 # The decode position of an estimate from a configuration file (a 4096-token context).
 DEFAULT_POSITION = 4095
 # The clock of an estimate that names none: the FPGA flow's design clock (docs/fpga.md).
@@ -93,13 +98,14 @@ def _pow2(value):
 class TileParams:
     """One tile as the estimate sees it: the MA's array ``p``, the VA's ``lanes``, the
     memory bus of ``bus_bytes`` a cycle, the memory latency at a block's port on the
-    standalone tops (cycles, the programs' ``latency``) and the cycles the tile's path adds
-    to it (``tile_path``)."""
+    standalone tops (cycles, the programs' ``latency``) and the tile's memory path
+    (``path``, a :class:`plan.machine.TilePathModel`, the planner's
+    :data:`plan.machine.TILE_PATH` by default; None: the standalone tops' memory)."""
     p: int = 8
     lanes: int = 32
     bus_bytes: int = 16
     memory_latency: int = 8
-    tile_path: int = TILE_PATH_CYCLES
+    path: TilePathModel | None = TILE_PATH
 
     def __post_init__(self):
         if not (_pow2(self.p) and 2 <= self.p <= 32):
@@ -111,17 +117,21 @@ class TileParams:
                 and self.lanes >= self.bus_bytes // 2):
             raise ValueError(f"the VA's lanes must be a power of two in 4..64 and at least "
                              f"the bus's bf16 elements ({self.bus_bytes // 2}), not {self.lanes}")
-        if self.memory_latency < 1 or self.tile_path < 0:
-            raise ValueError("the memory latency must be >= 1 and the tile's path >= 0 cycles")
-
-    @property
-    def latency(self):
-        """The memory latency a block sees through the tile (cycles)."""
-        return self.memory_latency + self.tile_path
+        if self.memory_latency < 1:
+            raise ValueError("the memory latency must be >= 1 cycles")
+        if self.path is not None and not isinstance(self.path, TilePathModel):
+            raise TypeError(f"the tile's path is a TilePathModel or None, not {self.path!r}")
 
     def block_config(self):
         return BlockConfig(p=self.p, lanes=self.lanes, bus_bits=8 * self.bus_bytes,
-                           latency=self.latency)
+                           latency=self.memory_latency)
+
+    def models(self):
+        """``(MA model, VA model)``: the planner's (:func:`plan.lower.machine_for`) for
+        this tile, each with the memory path from its block's node to the MC's."""
+        machine = machine_for(self.block_config(), tile=self.path is not None,
+                              path=self.path or TILE_PATH)
+        return machine.models["ma"], machine.models["va"]
 
 
 def read_config(path):
@@ -248,8 +258,19 @@ def _crosses(addr, rows, row_bytes, stride):
     return any((addr + r * stride) % 4096 + row_bytes > 4096 for r in range(rows))
 
 
-def _cycles(program, cmd, cache):
-    """A command's model cycles, cached by what they depend on: its registers and, for
+def command_cycles(program, cmd, models):
+    """A command's cycles by ``models`` (:meth:`TileParams.models`) on its own addresses,
+    a repeated VA command's repetitions one after the other from reset."""
+    ma, va = models
+    if isinstance(cmd, MaCmd):
+        return ma_cycles(_ma_command(program, cmd), p=ma.p, data_width=ma.data_width,
+                         **ma.path.kwargs(ma.memory_latency))
+    return va_repeat_cycles(_va_commands(program, cmd), lanes=va.lanes, data_width=va.data_width,
+                            fn_lanes=va.fn_lanes, **va.path.kwargs(va.memory_latency))
+
+
+def _cycles(program, cmd, cache, models):
+    """:func:`command_cycles`, cached by what they depend on: the models, its registers and, for
     each operand, its step, element size and address, the address within its 4 KiB page
     (a burst never crosses one) or, for an MA command none of whose rows crosses a page,
     within a 64-byte bus word (the MA's model then depends on nothing else); not the
@@ -275,21 +296,21 @@ def _cycles(program, cmd, cache):
         key = ("ma", cmd.mode, cmd.m, cmd.k, cmd.n, cmd.lda, cmd.ldb, cmd.ldc, cmd.accumulate,
                cmd.b_transposed, crossing, where(cmd.a, page), where(cmd.b, page),
                where(cmd.c, page))
-        model = ma_command_cycles
     else:
         key = ("va", cmd.op, cmd.length, cmd.stride, cmd.scalar, cmd.k, cmd.index_limit,
                cmd.split_half, cmd.repeat) + tuple(
             where(o) for o in (cmd.src, cmd.src2, cmd.src3, cmd.dst, cmd.dst2))
-        model = va_command_cycles
+    key = (models,) + key
     if key not in cache:
-        cache[key] = model(program, cmd)
+        cache[key] = command_cycles(program, cmd, models)
     return cache[key]
 
 
-def _layer_graph(program, position, cache):
+def _layer_graph(program, position, cache, models):
     """``(graph, command cycles by op, sequencer writes by op, MA commands by op)`` of
-    ``program``'s commands (one node per VA command, one per GEMM's run of MA
-    commands), every tensor ``ordered`` as :func:`plan.lower.lower_program` makes them."""
+    ``program``'s commands (one node per VA command, one per GEMM's run of MA commands;
+    their cycles by ``models``, :meth:`TileParams.models`), every tensor ``ordered`` as
+    :func:`plan.lower.lower_program` makes them."""
     tensors, ops, cycles, writes, tiles, names = {}, [], {}, {}, {}, {}
 
     def touch(name):
@@ -306,7 +327,7 @@ def _layer_graph(program, position, cache):
     for first, run in _gemm_runs(program.commands):
         head = run[0]
         name = f"c{first:0{width}d}.{head.opname.lower()}"
-        cycles[name] = sum(_cycles(program, cmd, cache) for cmd in run)
+        cycles[name] = sum(_cycles(program, cmd, cache, models) for cmd in run)
         tiles[name] = len(run)
         # the bound: the node as the planner holds its block (see _layer_figures)
         bound = cycles[name] + (len(run) - 1) * SequencerTiming().gap
@@ -401,7 +422,7 @@ def _schedule(program, commands, position, tile, schedule, cache):
     seconds)`` of ``commands`` (of ``program``) as one graph, planned or one after
     another."""
     part = gprogram.Program(program.config, program.tensors, tuple(commands), {})
-    graph, cycles, writes, tiles = _layer_graph(part, position, cache)
+    graph, cycles, writes, tiles = _layer_graph(part, position, cache, tile.models())
     is_ma = {op.name: op.op_type == "gemm" for op in graph.ops}
     ma = sum(c for n, c in cycles.items() if is_ma[n])
     va = sum(c for n, c in cycles.items() if not is_ma[n])
@@ -662,10 +683,7 @@ class Estimate:
             f"  tile: MA P={t.p}, VA L={t.lanes}, memory bus {t.bus_bytes} bytes a cycle, "
             f"clock {self.clock_mhz:g} MHz; the MA, the VA and an MC on a 2x2 Muon mesh "
             "(the tile's placement)",
-            f"  command cycles: golden/ma_latency.py and golden/va_latency.py per command (the "
-            f"program's addresses) at a memory latency of {t.memory_latency} + {t.tile_path} = "
-            f"{t.latency} cycles: the standalone tops' {t.memory_latency} at the core's port and "
-            f"{t.tile_path} for the tile's NIs, mesh and MC (docs/tile/README.md, a 16-word read)",
+            f"  command cycles: {_path_note(t)}",
             "  op program: golden/program_dsv4.py's decode step of each layer, bf16 GEMMs "
             "(weights in bf16, not the published FP8 / FP4), made from the shapes; the MoE's "
             f"{c.num_experts_per_tok} experts are 0..{c.num_experts_per_tok - 1} (at one token "
@@ -704,6 +722,19 @@ class Estimate:
                          f"{self.tokens_per_second(stage):.3f} tokens/s in all")
         lines.append(f"weights of the model in bf16: {weights / 2**30:.2f} GiB")
         return "\n".join(lines)
+
+
+def _path_note(tile):
+    """The estimate's command cycles, one line: the models and the memory path."""
+    ma, va = tile.models()
+    where = "a standalone top's memory (no tile path)" if tile.path is None else (
+        "the tile's memory path from the block's node (plan.machine.TILE_PATH, the planner's "
+        f"tile machine model: MA +{ma.path.read} read, +{ma.path.write} write; VA "
+        f"+{va.path.read} read, +{va.path.write} write; +{ma.path.burst_gap} a read burst, "
+        f"+{ma.path.write_store} a written word beyond a burst's first)")
+    return ("golden/ma_latency.py and golden/va_latency.py per command (the program's "
+            f"addresses) at a memory latency of {tile.memory_latency} at the core's port, "
+            f"through {where}")
 
 
 def _ranges(layers):

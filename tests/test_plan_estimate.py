@@ -19,19 +19,20 @@ from golden.program import MaCmd, decode_steps, ma_command_cycles, va_command_cy
 from plan import cli_main
 from plan.dstp import plan
 from plan.estimate import (
-    TILE_PATH_CYCLES,
     TileParams,
     _cycles,
     _layer_figures,
     _layer_graph,
     _machine,
+    command_cycles,
     estimate,
     layer_programs,
     moe_split,
     partition_layers,
     read_config,
 )
-from plan.machine import SequencerTiming
+from plan.lower import machine_for
+from plan.machine import TILE_PATH, SequencerTiming
 from sim.seed import test_seed
 from tests.test_plan_dstp import verify
 
@@ -86,28 +87,47 @@ def test_programs_from_shapes_are_golden_programs(tiny_programs):
             assert [_signature(c) for c in g.commands] == [_signature(c) for c in s.commands]
 
 
+def test_the_tile_is_the_planners_tile_machine_model():
+    """The estimate times commands with the planner's tile machine model (plan.lower's
+    machine_for with tile=True: plan.machine.TILE_PATH from each block's node, MA 2 hops
+    and VA 1 from the MC), not a model of its own; without the path, with the standalone
+    tops' models (golden.program's own cycles)."""
+    ma, va = SMALL.models()
+    planner = machine_for(SMALL.block_config(), tile=True).models
+    assert (ma, va) == (planner["ma"], planner["va"])
+    assert ma.path == TILE_PATH.path(2) and va.path == TILE_PATH.path(1)
+    assert ma.memory_latency == va.memory_latency == 8
+    standalone = TileParams(p=4, lanes=8, path=None).models()
+    assert not any(m.path.read or m.path.write for m in standalone)
+
+
 def test_cached_cycles_are_the_models(tiny_programs):
-    """The cache of command cycles gives every command its model's own cycles."""
-    cache = {}
-    for prog in tiny_programs[1]:
-        for cmd in prog.commands:
-            model = ma_command_cycles if isinstance(cmd, MaCmd) else va_command_cycles
-            assert _cycles(prog, cmd, cache) == model(prog, cmd)
-    assert len(cache) < sum(len(p.commands) for p in tiny_programs[1])
+    """The cache of command cycles gives every command its model's own cycles; without the
+    tile's path those are golden.program's (the standalone tops')."""
+    for tile in (SMALL, TileParams(p=4, lanes=8, path=None)):
+        models, cache = tile.models(), {}
+        for prog in tiny_programs[1]:
+            for cmd in prog.commands:
+                cycles = command_cycles(prog, cmd, models)
+                assert _cycles(prog, cmd, cache, models) == cycles
+                if tile.path is None:
+                    model = ma_command_cycles if isinstance(cmd, MaCmd) else va_command_cycles
+                    assert cycles == model(prog, cmd)
+        assert len(cache) < sum(len(p.commands) for p in tiny_programs[1])
 
 
 def test_cached_cycles_of_a_full_size_layer():
     """The same on commands of a V4-Flash layer (seeded sample): a command that shares a
     cache entry with another has that one's cycles by its own model too."""
     cfg = read_config(FLASH)
+    models = TileParams().models()
     prog = layer_programs(cfg, 4095, TileParams().block_config(), [2])[2]
     rng = test_seed()
     ma = [c for c in prog.commands if isinstance(c, MaCmd)]
     va = [c for c in prog.commands if not isinstance(c, MaCmd) and c.repeat * c.length <= 4096]
     cache = {}
     for cmd in rng.sample(ma, 300) + rng.sample(va, 60):
-        model = ma_command_cycles if isinstance(cmd, MaCmd) else va_command_cycles
-        assert _cycles(prog, cmd, cache) == model(prog, cmd)
+        assert _cycles(prog, cmd, cache, models) == command_cycles(prog, cmd, models)
     assert len(cache) < 360
 
 
@@ -116,13 +136,13 @@ def test_sequential_estimate_within_10_percent_of_the_measured_step():
     runtime ran them) against the measured command cycles (DSV4_COMMAND_CYCLES; the host's
     own register accesses are outside both)."""
     result = estimate(tiles=1, tile=SMALL, schedule="sequential")
-    assert result.tile.latency == 8 + TILE_PATH_CYCLES
+    assert result.tile.path == TILE_PATH
     ratio = result.step_cycles / DSV4_COMMAND_CYCLES
     print(f"sequential estimate {result.step_cycles} / measured {DSV4_COMMAND_CYCLES} = "
           f"{ratio:.3f}")
     assert abs(ratio - 1) <= 0.10
     # without the tile's path the models are the standalone blocks', a third short
-    standalone = estimate(tiles=1, tile=TileParams(p=4, lanes=8, tile_path=0),
+    standalone = estimate(tiles=1, tile=TileParams(p=4, lanes=8, path=None),
                           schedule="sequential")
     assert standalone.step_cycles / DSV4_COMMAND_CYCLES < 0.7
 
@@ -143,7 +163,7 @@ def test_layer_plans_keep_the_planner_invariants(tiny_programs):
     machine keeps every invariant of tests/test_plan_dstp.verify, each node's cycles
     its commands' cycles and, for a GEMM, the sequencer's gap between its commands."""
     prog = tiny_programs[1][1]
-    graph, cycles, writes, tiles = _layer_graph(prog, 63, {})
+    graph, cycles, writes, tiles = _layer_graph(prog, 63, {}, SMALL.models())
     gap = SequencerTiming().gap
     held = {n: c + (tiles[n] - 1) * gap for n, c in cycles.items()}
     machine = _machine(SMALL, held, writes)
@@ -319,6 +339,8 @@ def test_a_small_published_layout(tmp_path):
 
 def test_tile_parameters_are_checked():
     for kwargs, text in (({"p": 3}, "P must be"), ({"lanes": 4, "bus_bytes": 16}, "lanes"),
-                         ({"bus_bytes": 12}, "bus"), ({"tile_path": -1}, "tile's path")):
+                         ({"bus_bytes": 12}, "bus"), ({"memory_latency": 0}, "memory latency")):
         with pytest.raises(ValueError, match=text):
             TileParams(**kwargs)
+    with pytest.raises(TypeError, match="TilePathModel"):
+        TileParams(path=18)

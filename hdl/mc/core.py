@@ -149,11 +149,15 @@ class McCore(wiring.Component):
         can_write = wtags.w_rdy & btags.w_rdy & (~wr.valid | wr.ready)
         # A prefetch fill competes for the read path: when both want it, they take turns
         # (so the prefetcher keeps pace with a demand stream), and a fill never goes while
-        # a write is in flight (its data could be older than the write's).
+        # a write is in flight (its data could be older than the write's). A write is in
+        # flight from its grant (which excludes a fill in that cycle) until its last
+        # burst's acknowledgement leaves the acknowledgement queue: the queue's level
+        # counts it from the next cycle on, where its ``r_rdy`` would only show it two
+        # cycles after the grant.
         pf = self._prefetch(m, lanes)
         want, advance = Signal(name="want"), Signal(name="advance")
         fill_go, fill_turn = Signal(name="fill_go"), Signal(name="fill_turn")
-        fill_ok = pf.fill.valid & can_read & ~btags.r_rdy & ~wtags.r_rdy
+        fill_ok = pf.fill.valid & can_read & (btags.level == 0)
         m.d.comb += [
             want.eq((arb.grant != 0) & Mux(burst.write, can_write, can_read)),
             fill_go.eq(fill_ok & (fill_turn | ~want)),
@@ -206,6 +210,12 @@ class McCore(wiring.Component):
                 btag_w.id.eq(burst.id), btag_w.addr.eq(burst.addr),
             ]
 
+        if self._checks:
+            # Counted apart from the queues: write bursts granted and not acknowledged.
+            unacked = Signal(range(OUTSTANDING + 1), name="unacked_writes")
+            m.d.sync += unacked.eq(unacked + (advance & burst.write)
+                                   - (self.mem.wr_resp.valid & self.mem.wr_resp.ready))
+            check(m, ~(fill_go & (unacked != 0)), "a prefetch fill while a write is in flight")
         self._read_path(m, fes, rtags, rtag_r)
         self._write_path(m, fes, wtags, wtag_r)
         self._ack_path(m, fes, btags, btag_r)

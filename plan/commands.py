@@ -489,14 +489,17 @@ def with_list_reads(programs, graph, machine, *, max_cycles=None, rounds=32):
 
 
 def preset_command_list(preset, config=None, *, origin=0, phys_base=PHYS_BASE,
-                        max_cycles=None, sequencer=None, commands=None, tile=True):
+                        max_cycles=None, sequencer=None, commands=None, tile=True,
+                        margins=None):
     """One planned decode step of tile preset ``preset``, planned with the command
     sequencer's timing ``sequencer`` (a :class:`plan.machine.SequencerTiming`, default
     the tile's): ``(entries, plan, graph, programs)``. ``commands``: plan only the step's
     first that many commands (counted over its layers in turn), a shorter list.
     ``tile``: with the tile machine model (:func:`plan.lower.with_tile`; with the tile's
     sequencer timing, the default, its list reads too: :func:`with_list_reads`), else
-    the standalone blocks' models."""
+    the standalone blocks' models. ``margins``: cycles the tile machine model adds to
+    every START of a block kind (:func:`plan.lower.with_tile`; default
+    :data:`plan.machine.TILE_MARGINS`), e.g. with a reserved command's guard added."""
     from golden.program import BlockConfig, decode_steps
 
     from .dstp import DEFAULT_MAX_CYCLES, plan
@@ -520,7 +523,7 @@ def preset_command_list(preset, config=None, *, origin=0, phys_base=PHYS_BASE,
     machine = machine_for(cfg, tile=tile)
     graph = lower_programs(programs, machine, token=t)
     if tile:
-        graph, machine = with_tile(machine, programs, graph)
+        graph, machine = with_tile(machine, programs, graph, margins)
     machine = with_sequencer(machine, programs, graph, sequencer)
     if tile and sequencer is None:
         machine = with_list_reads(programs, graph, machine, max_cycles=max_cycles)

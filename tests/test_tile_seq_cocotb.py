@@ -8,6 +8,13 @@ the first 4 on Icarus (slow: the tile's Icarus build), the whole step and the
 ``deepseek-v4`` preset's whole step (three layers), each beside the host-driven run of the
 same step for the ratio. ``pytest -s`` prints the report (the
 plan-vs-measured distribution).
+
+The jitter of planned steps (``tests/tile_seq_jitter_tb.py``): the same short list run
+:data:`JITTER_STEPS_SHORT` times by the sequencer (``make test``), :data:`JITTER_STEPS`
+times in ``regress`` with the whole step's list, while the cache-migrate engine copies in
+the background, the decode class reserved: every step the same cycles, every entry's
+launch and CTR at the same cycle after T0, bit for bit (and, in ``regress``, the short
+list with nothing reserved, its spread printed).
 """
 
 import json
@@ -21,6 +28,13 @@ TESTBENCH = "tests.tile_seq_tb"
 SHORT = 12
 """Commands of the short run: the list planned for the step's first SHORT commands."""
 SHORT_ICARUS = 4
+JITTER_TESTBENCH = "tests.tile_seq_jitter_tb"
+JITTER_STEPS_SHORT = 3
+JITTER_STEPS = 20
+JITTER_GUARD = 160
+"""RSV_GUARD of the jitter runs: its reset value (docs/tile/README.md: the drains
+measured), as tests/test_tile_jitter_cocotb.py's; added to every START's margin in the
+plan."""
 
 
 def run_planned(simulator, tmp_path, timeout_s, *, limit=0, host=False, on_time=False,
@@ -81,3 +95,48 @@ def test_tile_sequencer_deepseek_v4_step(tmp_path):
     assert out["count"] == out["entries"] and out["late_entries"] == 0 and out["layers"] == 3
     print(f"planned step {out['run_cycles']} cycles (START to DONE), host-driven "
           f"{out['host_cycles']}: ratio {out['host_cycles'] / out['run_cycles']:.3f}")
+
+
+def run_jitter(tmp_path, steps, timeout_s, *, limit=SHORT, reserve=True):
+    report = tmp_path / "jitter.json"
+    env = {"V4HW_SQJ_STEPS": str(steps), "V4HW_SQJ_LIMIT": str(limit),
+           "V4HW_SQJ_GUARD": str(JITTER_GUARD), "V4HW_SQJ_RESERVE": str(int(reserve)),
+           "V4HW_SQJ_REPORT": str(report)}
+    run_cocotb("verilator", tile.tile_verilog(), tile.TOPLEVEL, JITTER_TESTBENCH,
+               config_name=tile.CONFIG_NAME, testcase="planned_jitter",
+               gtkw_groups=tile.TILE_GTKW_GROUPS, timeout_s=timeout_s, extra_env=env,
+               **tile.VERILATOR)
+    out = json.loads(report.read_text())
+    print(f"\nplanned jitter: {out['steps']} steps of {out['entries']} entries "
+          f"({out['commands']} commands), cycles {out['cycles']} (spread {out['spread']}), "
+          f"late entries {out['late_entries']} (max {out['late_max']}), gaps {out['gaps']}, "
+          f"reserved {out['reserve']}, background beats "
+          f"read {out['bg_read_beats']} write {out['bg_write_beats']}, {out['counters']}, "
+          f"{out['run_s']} s")
+    return out
+
+
+@pytest.mark.cocotb
+def test_tile_sequencer_jitter_short(tmp_path):
+    """The short list JITTER_STEPS_SHORT times beside a background copy: identical steps."""
+    out = run_jitter(tmp_path, JITTER_STEPS_SHORT, 1800)
+    assert len(out["cycles"]) == JITTER_STEPS_SHORT and out["spread"] == 0
+    assert out["launches_identical"] and out["ctrs_identical"]
+
+
+@pytest.mark.cocotb
+@pytest.mark.regress
+def test_tile_sequencer_jitter(tmp_path):
+    """The whole notes step's list JITTER_STEPS times beside a background copy."""
+    out = run_jitter(tmp_path, JITTER_STEPS, 3600, limit=0)
+    assert len(out["cycles"]) == JITTER_STEPS and out["spread"] == 0
+    assert out["launches_identical"] and out["ctrs_identical"]
+
+
+@pytest.mark.cocotb
+@pytest.mark.regress
+def test_tile_sequencer_jitter_unreserved(tmp_path):
+    """The short list JITTER_STEPS_SHORT times beside the copy, nothing reserved (planned
+    without the guard): bit for bit every step; the spread and the late entries printed."""
+    out = run_jitter(tmp_path, JITTER_STEPS_SHORT, 1800, reserve=False)
+    assert len(out["cycles"]) == JITTER_STEPS_SHORT

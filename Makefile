@@ -114,10 +114,11 @@ regress: setup
 	$(check_shard)
 	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist worksteal $(SHARD_ARGS)
 
-# The FPGA flow's checks (marker `fpga`: yosys synthesis smoke, constraints) are in
-# `make test`; `make test-fast` leaves them out (a third of its time).
+# The FPGA flow's checks (marker `fpga`: yosys synthesis smoke, constraints) and the
+# tests recorded at 2 s or more (marker `slow`, tests/conftest.py) are in `make test`;
+# `make test-fast` leaves them out.
 test-fast: setup
-	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist worksteal -m "not cocotb and not regress and not fpga"
+	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist worksteal -m "not cocotb and not regress and not fpga and not slow"
 
 test-fpga: setup
 	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist worksteal -m "fpga and not regress"

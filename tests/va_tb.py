@@ -88,8 +88,8 @@ async def elementwise_lengths(dut):
 async def strided_moves(dut):
     """Strided gather and scatter: element sizes 1, 2, 4; strides 0 (a scatter's last
     element wins), one element, odd (bytes), 2048, random; lengths 1, L-1, L+1 and
-    random at each stride (Icarus: one of the three and a random one); random
-    alignments."""
+    random at each stride (Icarus: one length a stride, one of the three and a random one
+    by turns); random alignments."""
     bench, rng = await new_bench(dut, window=(0x7F00_0000_0000, 1 << 22))
     for op in (VaOpcode.GATHER, VaOpcode.SCATTER):
         for esize in (0, 1, 2):
@@ -97,10 +97,14 @@ async def strided_moves(dut):
             strides = [0, size, 2048, 3 * size, size * rng.randrange(1, 700)]
             if esize == 0:
                 strides.append(rng.randrange(1, 200) | 1)
-            for stride in strides:
+            for k, stride in enumerate(strides):
                 edges = (1, L - 1, L + 1)
                 last = rng.randrange(2, 100 if ICARUS else 300)
-                for n in (rng.choice(edges), last) if ICARUS else (*edges, last):
+                if ICARUS:
+                    lengths = (rng.choice(edges) if (k + esize) % 2 else last,)
+                else:
+                    lengths = (*edges, last)
+                for n in lengths:
                     await bench.check(gather(bench, rng, n, esize, stride, op))
 
 
@@ -446,9 +450,12 @@ def row_command(bench, rng, op, n, kind="normal", k=None, aligned=False, split=N
 async def row_commands(dut):
     """SOFTMAX, RMSNORM, QUANTIZE, DEQUANTIZE, TOPK at lengths 1, L-1, L, L+1 and random
     ones, normal values, random bits (NaN/inf/subnormal rows) and tie-heavy rows (TOPK
-    with every k = 1..8: ties to the lowest index, NaN lowest), random alignments."""
+    with every k = 1..8: ties to the lowest index, NaN lowest), random alignments
+    (Icarus: lengths 1, L and a random one)."""
     bench, rng = await new_bench(dut)
     lengths = [1, L - 1, L, L + 1, rng.randrange(2, 300 if ICARUS else 1500)]
+    if ICARUS:
+        lengths = [1, L, lengths[-1]]
     for op in ROWS:
         for n in lengths:
             await bench.check(row_command(bench, rng, op, n, aligned=n == L))
@@ -757,7 +764,7 @@ async def indexed_moves(dut):
     L+1 and random; strides 0, one element, odd (bytes), 2048 and random; random,
     repeated (a scatter's last write wins) and -1 indices; CSR rows with empty ones.
     Each form and size takes every length at a random stride and two lengths at each
-    other stride (Icarus: length 1 and a random one)."""
+    other stride (Icarus: one length a stride, 1 and a random one by turns)."""
     bench, rng = await new_bench(dut, window=(0x7F00_0000_0000, 1 << 22))
     for op in INDEXED:
         for esize in (0, 1, 2):
@@ -768,7 +775,7 @@ async def indexed_moves(dut):
             for k, stride in enumerate(strides):
                 last = rng.randrange(2, 80 if ICARUS else 400)
                 if ICARUS:
-                    lengths = (1, last)
+                    lengths = (1,) if (k + esize) % 2 else (last,)
                 elif k == 0:
                     lengths = (1, L - 1, L, L + 1, last)
                 else:
@@ -923,6 +930,7 @@ async def indexed_throughput(dut):
 
 
 async def load_long_command(bench, rng):
-    """Command registers of a MUL of 2000 elements (hundreds of cycles), for
-    ``tests/conformance_tb.py``'s START while busy; START is not written."""
-    await bench.write_command(elementwise(bench, rng, VaOpcode.MUL, 2000))
+    """Command registers of a MUL of 2000 elements (500 on Icarus; hundreds of cycles
+    either way), for ``tests/conformance_tb.py``'s START while busy; START is not
+    written."""
+    await bench.write_command(elementwise(bench, rng, VaOpcode.MUL, 500 if ICARUS else 2000))

@@ -105,51 +105,33 @@ class ScalarSequencer(wiring.Component):
         return m
 
     def _steps(self, m, s):
-        """The steps' states: SOFTMAX's reciprocal of the sum, RMSNORM's rsqrt(sum/n +
-        eps), QUANTIZE's scale and its reciprocal."""
+        """The steps' states, a row each: SOFTMAX's reciprocal of the sum, RMSNORM's
+        rsqrt(sum/n + eps), QUANTIZE's scale and its reciprocal."""
         t1, t2, c, ready = s["t1"], s["t2"], s["c"], s["ready"]
         # the row is all NaN
         spoiled = self.poison | (self.softmax & (self.best.value[7:15] == 0xFF))
-
-        def finish(value):
-            m.d.sync += c.eq(value)
-            m.d.comb += self.passes.done.eq(1)
-            m.next = "IDLE"
-
-        with m.State("SOFTMAX_SUM"):
-            m.d.comb += [s["nt_value"].eq(self.total), s["nt_scale"].eq(-SUM_FRAC)]
-            with m.If(ready("nt")):
-                m.d.sync += t1.eq(s["nt"])
-                m.next = "SOFTMAX_RECIP"
-        with m.State("SOFTMAX_RECIP"):
-            with m.If(ready("rc")):
-                finish(Mux(spoiled, F32_CANONICAL_NAN, s["rc"]))
-        with m.State("RMS_N"):
-            m.d.comb += [s["nt_value"].eq(self.n), s["nt_scale"].eq(0)]
-            with m.If(ready("nt")):
-                m.d.sync += t1.eq(s["nt"])
-                m.next = "RMS_SUM"
-        with m.State("RMS_SUM"):
-            m.d.comb += [s["nt_value"].eq(self.total),
-                         s["nt_scale"].eq(2 * (self.emax - 126) - SUM_FRAC)]
-            with m.If(ready("nt", "rc")):
-                m.d.sync += [t2.eq(s["rc"]), t1.eq(s["nt"])]
-                m.next = "RMS_MEAN"
-        with m.State("RMS_MEAN"):
-            with m.If(ready("mul")):
-                m.d.sync += t1.eq(s["mul"])
-                m.next = "RMS_EPS"
-        with m.State("RMS_EPS"):
-            with m.If(ready("add")):
-                m.d.sync += t1.eq(s["add"])
-                m.next = "RMS_RSQRT"
-        with m.State("RMS_RSQRT"):
-            with m.If(ready("rs")):
-                finish(Mux(spoiled, F32_CANONICAL_NAN, s["rs"]))
-        with m.State("QUANT_SCALE"):
-            with m.If(ready("mul")):
-                m.d.sync += t1.eq(s["mul"])
-                m.next = "QUANT_RECIP"
-        with m.State("QUANT_RECIP"):
-            with m.If(ready("rc")):
-                finish(s["rc"])
+        nan_or = {k: Mux(spoiled, F32_CANONICAL_NAN, s[k]) for k in ("rc", "rs")}
+        rms_scale = 2 * (self.emax - 126) - SUM_FRAC
+        # (state, the normaliser's input and scale, the units it waits out, what it
+        # loads, the next state: None, the chain's last step, loads c and is done)
+        steps = [
+            ("SOFTMAX_SUM", (self.total, -SUM_FRAC), ("nt",), [t1.eq(s["nt"])], "SOFTMAX_RECIP"),
+            ("SOFTMAX_RECIP", None, ("rc",), [c.eq(nan_or["rc"])], None),
+            ("RMS_N", (self.n, 0), ("nt",), [t1.eq(s["nt"])], "RMS_SUM"),
+            ("RMS_SUM", (self.total, rms_scale), ("nt", "rc"), [t2.eq(s["rc"]), t1.eq(s["nt"])],
+             "RMS_MEAN"),
+            ("RMS_MEAN", None, ("mul",), [t1.eq(s["mul"])], "RMS_EPS"),
+            ("RMS_EPS", None, ("add",), [t1.eq(s["add"])], "RMS_RSQRT"),
+            ("RMS_RSQRT", None, ("rs",), [c.eq(nan_or["rs"])], None),
+            ("QUANT_SCALE", None, ("mul",), [t1.eq(s["mul"])], "QUANT_RECIP"),
+            ("QUANT_RECIP", None, ("rc",), [c.eq(s["rc"])], None),
+        ]
+        for state, nt, units, loads, nxt in steps:
+            with m.State(state):
+                if nt is not None:
+                    m.d.comb += [s["nt_value"].eq(nt[0]), s["nt_scale"].eq(nt[1])]
+                with m.If(ready(*units)):
+                    m.d.sync += loads
+                    if nxt is None:
+                        m.d.comb += self.passes.done.eq(1)
+                    m.next = nxt or "IDLE"

@@ -79,8 +79,9 @@ class RowUnit(wiring.Component):
     to be reset at every command's start.
 
     TOPK_WIDE repeats TOPK's pass and merge ``ceil(k/8)`` times; pass c takes only the
-    entries after pass c-1's eighth pick (``_better`` is a strict total order over
-    (value, index), so the passes pick ranks 8c..8c+7 of golden.va.topk_bf16). Each
+    entries after pass c-1's eighth pick (:func:`hdl.va.row_common.better` is a strict
+    total order over (value, index), so the passes pick ranks 8c..8c+7 of
+    golden.va.topk_bf16). Each
     ``second`` pulse restarts the writer for chunk ``chunk``: its values (``indices`` 0:
     DST + 16·chunk, min(8, k - 8·chunk) bf16; chunk 0's values are the writer's first
     stream, started by the core) or its indices (``indices`` 1: DST2 + 32·chunk). The

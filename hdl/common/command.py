@@ -4,9 +4,43 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from hdl.common import codes
+from hdl.common.memport import MemPortSignature
 from spec.codes import ErrorCode
 
-__all__ = ["CommandStatus"]
+__all__ = ["CommandCoreSignature", "CommandStatus"]
+
+
+class CommandCoreSignature(wiring.Signature):
+    """What a command block's core shows its register side (the MA's and the VA's), seen
+    from the core:
+
+    - ``cmd`` (``In``): the command registers, a view of ``command_layout``; then any
+      block-specific inputs given as keywords (the MA's ``tat``), in their order;
+    - ``refuse_code`` / ``refuse_addr`` (``Out``): START's checks on ``cmd``,
+      combinational, ``ErrorCode.NONE`` when it may start;
+    - ``launch`` (``In``): the command starts (one cycle);
+    - ``finish`` / ``fail`` with ``fail_code`` / ``fail_addr`` (``Out``): it ended, well or
+      with that code and address (one cycle);
+    - ``mem`` (``Out``): the core's memory port, ``data_width`` bits.
+
+    :class:`CommandStatus` sits on the other side (:func:`hdl.top.shared.connect_core_command`).
+    """
+
+    def __init__(self, command_layout, data_width, **inputs):
+        self.command_layout, self.data_width = command_layout, data_width
+        super().__init__({
+            "cmd": In(command_layout),
+            **inputs,
+            "refuse_code": Out(codes.ErrorCode),
+            "refuse_addr": Out(32),
+            "launch": In(1),
+            "finish": Out(1),
+            "fail": Out(1),
+            "fail_code": Out(codes.ErrorCode),
+            "fail_addr": Out(32),
+            "mem": Out(MemPortSignature(data_width)),
+        })
 
 
 class CommandStatus(wiring.Component):

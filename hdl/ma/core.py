@@ -24,10 +24,10 @@ Data flow of one command (C = A·B, or C += A·B)::
 
 from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import wiring
-from amaranth.lib.wiring import In, Out
+from amaranth.lib.wiring import In
 
 from hdl.common.codes import ErrorCode
-from hdl.common.memport import MemPortSignature
+from hdl.common.command import CommandCoreSignature
 from hdl.common.rowio import ErrorReport, RowReader, RowWriter
 from hdl.common.tat import TatTableLayout, tat_entry_ok
 from hdl.ma.array import SystolicArray
@@ -62,18 +62,8 @@ class MatrixCore(wiring.Component):
         check_parameters(p, data_width)
         self.p = p
         self.data_width = data_width
-        super().__init__({
-            "cmd": In(MaCommandLayout()),
-            "tat": In(TatTableLayout()),
-            "refuse_code": Out(ErrorCode),
-            "refuse_addr": Out(32),
-            "launch": In(1),
-            "finish": Out(1),
-            "fail": Out(1),
-            "fail_code": Out(ErrorCode),
-            "fail_addr": Out(32),
-            "mem": Out(MemPortSignature(data_width)),
-        })
+        super().__init__(CommandCoreSignature(MaCommandLayout(), data_width,
+                                              tat=In(TatTableLayout())))
 
     def _start_checks(self, m):
         # Two register stages: each check's verdict, then the first failing one. A write

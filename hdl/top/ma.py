@@ -3,15 +3,10 @@
 from amaranth.hdl import Module
 from amaranth.lib import wiring
 
-from hdl.common.axi import AXI4Signature, connect_flat
-from hdl.common.command import CommandStatus
-from hdl.common.kernel import drive_common_registers, kernel_clock, kernel_members
-from hdl.common.memport import MemPortToAxi4
-from hdl.common.regblock import RegisterBlock
-from hdl.common.timebase import Timebase
+from hdl.common.kernel import kernel_members
 from hdl.ma import regmap
 from hdl.ma.core import MAX_DIM, MatrixCore, check_parameters
-from hdl.top.shared import connect_core_command, report_command
+from hdl.top.shared import build_command_top
 from spec.codes import BlockId
 
 __all__ = ["MA_VERSION", "MaTop", "caps_word", "connect_registers"]
@@ -67,22 +62,6 @@ class MaTop(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        kernel_clock(m, self)
-
-        m.submodules.regs = regs = RegisterBlock(regmap)
-        m.submodules.timebase = timebase = Timebase()
-        m.submodules.status = status = CommandStatus()
-        m.submodules.core = core = MatrixCore(self.p, self.data_width)
-        m.submodules.bridge = bridge = MemPortToAxi4(
-            self.data_width, AXI4Signature(64, self.data_width, 1))
-        connect_flat(m, self, "s_axi_control", regs.bus)
-        connect_flat(m, self, "m_axi_gmem", bridge.axi)
-        wiring.connect(m, core.mem, bridge.port)
-
-        drive_common_registers(m, regs, timebase, BlockId.MA, MA_VERSION,
-                               caps_word(self.p, self.data_width))
-        connect_registers(m, regs, core)
-        # Command life cycle: START → status → core, and back.
-        connect_core_command(m, regs, status, core)
-        report_command(m, self, regs, status, timebase, cycle_counter=True)
+        build_command_top(m, self, regmap, MatrixCore(self.p, self.data_width), BlockId.MA,
+                          MA_VERSION, caps_word(self.p, self.data_width), connect_registers)
         return m

@@ -1,11 +1,47 @@
 """The wiring every standalone top repeats: the command life cycle between the register
-block, :class:`~hdl.common.command.CommandStatus` and a core, and the interrupt line.
+block, :class:`~hdl.common.command.CommandStatus` and a core, and the interrupt line;
+:func:`build_command_top`, the whole top of a block whose core has the
+:class:`~hdl.common.command.CommandCoreSignature` (the MA's and the VA's).
 
 Each function appends to ``m.d.comb`` the statements the tops wrote out by hand, in the
 same order (so the generated Verilog is unchanged).
 """
 
-__all__ = ["connect_core_command", "report_command", "drive_interrupt"]
+from amaranth.lib import wiring
+
+from hdl.common.axi import AXI4Signature, connect_flat
+from hdl.common.command import CommandStatus
+from hdl.common.kernel import drive_common_registers, kernel_clock
+from hdl.common.memport import MemPortToAxi4
+from hdl.common.regblock import RegisterBlock
+from hdl.common.timebase import Timebase
+
+__all__ = ["build_command_top", "connect_core_command", "report_command", "drive_interrupt"]
+
+
+def build_command_top(m, top, regmap, core, block_id, version, caps, connect_registers):
+    """``top``'s whole design in ``m``: the clock, the register block of ``regmap``, the
+    timebase, the command status, ``core`` (submodule ``core``), its memory port bridged
+    to ``m_axi_gmem``, the common registers (ID of ``block_id`` and ``version``, CAPS
+    ``caps``), the block's own registers by ``connect_registers(m, regs, core)``, the
+    command life cycle, STATUS, ERROR, CTR and the interrupt."""
+    kernel_clock(m, top)
+
+    m.submodules.regs = regs = RegisterBlock(regmap)
+    m.submodules.timebase = timebase = Timebase()
+    m.submodules.status = status = CommandStatus()
+    m.submodules.core = core
+    m.submodules.bridge = bridge = MemPortToAxi4(
+        top.data_width, AXI4Signature(64, top.data_width, 1))
+    connect_flat(m, top, "s_axi_control", regs.bus)
+    connect_flat(m, top, "m_axi_gmem", bridge.axi)
+    wiring.connect(m, core.mem, bridge.port)
+
+    drive_common_registers(m, regs, timebase, block_id, version, caps)
+    connect_registers(m, regs, core)
+    # Command life cycle: START → status → core, and back.
+    connect_core_command(m, regs, status, core)
+    report_command(m, top, regs, status, timebase, cycle_counter=True)
 
 
 def connect_core_command(m, regs, status, core):

@@ -3,13 +3,8 @@
 from amaranth.hdl import Module
 from amaranth.lib import wiring
 
-from hdl.common.axi import AXI4Signature, connect_flat
-from hdl.common.command import CommandStatus
-from hdl.common.kernel import drive_common_registers, kernel_clock, kernel_members
-from hdl.common.memport import MemPortToAxi4
-from hdl.common.regblock import RegisterBlock
-from hdl.common.timebase import Timebase
-from hdl.top.shared import connect_core_command, report_command
+from hdl.common.kernel import kernel_members
+from hdl.top.shared import build_command_top
 from hdl.va import regmap
 from hdl.va.core import VectorCore, check_parameters
 from spec.codes import BlockId
@@ -68,21 +63,8 @@ class VaTop(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        kernel_clock(m, self)
-
-        m.submodules.regs = regs = RegisterBlock(regmap)
-        m.submodules.timebase = timebase = Timebase()
-        m.submodules.status = status = CommandStatus()
-        m.submodules.core = core = VectorCore(self.lanes, self.data_width, self.fn_lanes)
-        m.submodules.bridge = bridge = MemPortToAxi4(
-            self.data_width, AXI4Signature(64, self.data_width, 1))
-        connect_flat(m, self, "s_axi_control", regs.bus)
-        connect_flat(m, self, "m_axi_gmem", bridge.axi)
-        wiring.connect(m, core.mem, bridge.port)
-
-        drive_common_registers(m, regs, timebase, BlockId.VA, VA_VERSION,
-                               caps_word(self.lanes, self.data_width, self.fn_lanes))
-        connect_registers(m, regs, core)
-        connect_core_command(m, regs, status, core)
-        report_command(m, self, regs, status, timebase, cycle_counter=True)
+        build_command_top(m, self, regmap,
+                          VectorCore(self.lanes, self.data_width, self.fn_lanes), BlockId.VA,
+                          VA_VERSION, caps_word(self.lanes, self.data_width, self.fn_lanes),
+                          connect_registers)
         return m

@@ -36,11 +36,11 @@ from types import SimpleNamespace
 
 from amaranth.hdl import Cat, Const, Module, Mux, ResetInserter, Signal
 from amaranth.lib import data, wiring
-from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
-from hdl.common.codes import ErrorCode, VaOpcode, decode
-from hdl.common.memport import PHYS_ADDR_BITS, MemPortSignature
+from hdl.common.codes import VaOpcode, decode
+from hdl.common.command import CommandCoreSignature
+from hdl.common.memport import PHYS_ADDR_BITS
 from hdl.va.extfunc import ExtUnit, clamp_bounds_ok
 from hdl.va.gather import StridedGather
 from hdl.va.indexed import IndexedMover
@@ -108,17 +108,7 @@ class VectorCore(wiring.Component):
         check_parameters(lanes, data_width, fn_lanes)
         self.lanes, self.data_width = lanes, data_width
         self.fn_lanes = data_width // 16 if fn_lanes is None else fn_lanes
-        super().__init__({
-            "cmd": In(VaCommandLayout()),
-            "refuse_code": Out(ErrorCode),
-            "refuse_addr": Out(32),
-            "launch": In(1),
-            "finish": Out(1),
-            "fail": Out(1),
-            "fail_code": Out(ErrorCode),
-            "fail_addr": Out(32),
-            "mem": Out(MemPortSignature(data_width)),
-        })
+        super().__init__(CommandCoreSignature(VaCommandLayout(), data_width))
 
     def _start_checks(self, m):
         """``refuse_code`` / ``refuse_addr``: the first failing check of

@@ -7,14 +7,13 @@ reruns it (``V4HW_SEED=<n> python -m pytest '<node id>'``). ``WAVES=1`` leaves a
 a GTKWave save file (groups: ``sim.ma_driver.MA_GTKW_GROUPS``) next to the run's ``results.xml``.
 """
 
-from functools import cache
-
 import pytest
 from amaranth.back import verilog as amaranth_verilog
 
 from hdl.top.ma import MaTop
 from sim.ma_driver import MA_GTKW_GROUPS
 from sim.runner import SIMULATORS, run_cocotb
+from sim.verilog_cache import disk_cached
 
 P, DATA_WIDTH = 8, 128
 TOPLEVEL = "v4hw_ma"
@@ -38,7 +37,7 @@ TESTS = [
 
 
 
-@cache
+@disk_cached
 def ma_verilog(p=P, data_width=DATA_WIDTH):
     """Verilog of ``MaTop(p, data_width)`` as module ``v4hw_ma``, generated once per
     configuration. Without ``src`` attributes: they hold Python line numbers, and any

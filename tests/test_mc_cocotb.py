@@ -8,14 +8,13 @@ every credit link at depth 1 (``credits1``: every item waits for the previous on
 credit).
 """
 
-from functools import cache
-
 import pytest
 from amaranth.back import verilog as amaranth_verilog
 
 from hdl.top.mc import McTop
 from sim.mc_driver import MC_GTKW_GROUPS
 from sim.runner import SIMULATORS, run_cocotb
+from sim.verilog_cache import disk_cached
 
 TOPLEVEL = "v4hw_mc"
 TESTBENCH = "tests.mc_tb"
@@ -35,7 +34,7 @@ CREDITS1_TESTS = ["random_traffic", "credits_stress", "errors"]
 VERILATOR_TESTS = ["throughput", "latency_per_class"]
 
 
-@cache
+@disk_cached
 def mc_verilog(config):
     """Verilog of the configuration's ``McTop`` (no ``src`` attributes, so edits of the
     Python above a line do not force a rebuild)."""

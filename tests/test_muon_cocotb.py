@@ -10,14 +10,13 @@ several times smaller) and compiles the model with ``-O1`` (about half the compi
 of Verilator's ``-Os``).
 """
 
-from functools import cache
-
 import pytest
 from amaranth.back import verilog as amaranth_verilog
 
 from hdl.top.muon import MuonTop
 from sim.muon_driver import MUON_GTKW_GROUPS
 from sim.runner import SIMULATORS, run_cocotb
+from sim.verilog_cache import disk_cached
 
 TOPLEVEL = "v4hw_muon"
 TESTBENCH = "tests.muon_tb"
@@ -39,7 +38,7 @@ CASES = [pytest.param(simulator, mesh, test, id=f"{simulator}-{mesh[0]}x{mesh[1]
          if mesh == (2, 2) or test in LARGE[simulator]]
 
 
-@cache
+@disk_cached
 def muon_verilog(cols, rows):
     """Verilog of ``MuonTop(cols, rows)`` as ``v4hw_muon``, once per size (no ``src``
     attributes, so an edit elsewhere does not force a rebuild)."""

@@ -19,6 +19,7 @@ from amaranth.back import verilog as amaranth_verilog
 from hdl.tile.top import SMALL, TileTop
 from sim.runner import run_cocotb
 from sim.tile_driver import TILE_GTKW_GROUPS
+from sim.verilog_cache import disk_cached
 
 TOPLEVEL = "v4hw_tile"
 CONFIG_NAME = "tile-p4-l8-dw128"
@@ -38,7 +39,7 @@ TESTS = ["identity", "ma_gemm", "va_silu", "migrate_copy", "outside_windows",
          "reserved_sharing"]
 
 
-@cache
+@disk_cached
 def tile_verilog():
     """Verilog of the small tile, generated once (without ``src`` attributes, so an edit
     elsewhere in a Python file does not change the text and force a rebuild)."""

@@ -14,7 +14,6 @@ the seed it printed reruns it (``V4HW_SEED=<n> python -m pytest '<node id>'``).
 """
 
 import os
-from functools import cache
 
 import pytest
 from amaranth.back import verilog as amaranth_verilog
@@ -22,6 +21,7 @@ from amaranth.back import verilog as amaranth_verilog
 from hdl.top.va import VaTop
 from sim.runner import SIMULATORS, run_cocotb
 from sim.va_driver import VA_GTKW_GROUPS
+from sim.verilog_cache import disk_cached
 
 L, DATA_WIDTH = 8, 128
 PERF_L = int(os.environ.get("V4HW_VA_PERF_LANES", L))
@@ -56,7 +56,7 @@ def config_name(lanes, fn_lanes=None):
     return f"va-l{lanes}-dw{DATA_WIDTH}" + (f"-fn{fn_lanes}" if fn_lanes else "")
 
 
-@cache
+@disk_cached
 def va_verilog(lanes=L, data_width=DATA_WIDTH, fn_lanes=None):
     """Verilog of ``VaTop(lanes, data_width, fn_lanes)`` as ``v4hw_va``, once per
     configuration, without ``src`` attributes (so an edit elsewhere does not force a

@@ -13,7 +13,6 @@ import fnmatch
 import re
 import shutil
 import subprocess
-from functools import cache
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,7 @@ import pytest
 from hdl.board.harness import is_kernel_port
 from sim.blocks import registry
 from sim.cli import BLOCKS, verilog_text
+from sim.verilog_cache import disk_cached
 
 REPO = Path(__file__).resolve().parent.parent
 U280 = REPO / "constraints" / "u280"
@@ -38,16 +38,12 @@ def run_stub(tmp_path, slack, *args):
     return [call.split()[0] for call in calls], calls, status, result.stderr
 
 
-@cache
-def default_verilog(block):
-    """The block's standalone top with its default parameters (generated once)."""
-    return verilog_text(block, BLOCKS[block][1], emit_src=False)
-
-
 @pytest.fixture(scope="module")
 def ma_verilog_file(tmp_path_factory):
+    """An MA's Verilog for the script to read (the smoke parameters': the stub checks the
+    flow's calls and files, not the design)."""
     path = tmp_path_factory.mktemp("u280") / "v4hw_ma.v"
-    path.write_text(default_verilog("ma"))
+    path.write_text(smoke_verilog("ma"))
     return path
 
 
@@ -96,10 +92,11 @@ def xdc_port_patterns(text):
     return found
 
 
-@cache
+@disk_cached
 def smoke_verilog(block):
     """The block's standalone top at its smoke parameters: the ports' names are those of
-    every configuration (the default tile alone takes minutes to elaborate)."""
+    every configuration (the default tile alone takes minutes to elaborate). Also the
+    synthesis smoke's input (tests/test_fpga_flow.py), elaborated once for both."""
     return verilog_text(block, registry()[block].params_for(smoke=True), emit_src=False)
 
 

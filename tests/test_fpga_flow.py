@@ -10,7 +10,8 @@ import pytest
 from hdl.top.ma import MaTop
 from sim import fpga
 from sim.blocks import registry
-from sim.cli import main, verilog_text
+from sim.cli import main
+from tests.test_fpga_constraints import smoke_verilog
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -19,10 +20,8 @@ REPO = Path(__file__).resolve().parent.parent
 # of seconds; a block without them is checked at its defaults.
 @pytest.mark.parametrize("block", sorted(registry()))
 def test_synthesis_smoke(block, tmp_path):
-    desc = registry()[block]
-    params = desc.params_for(smoke=True)
-    cells = fpga.check_synthesizable(verilog_text(block, params, emit_src=False),
-                                     desc.verilog_name, tmp_path)
+    cells = fpga.check_synthesizable(smoke_verilog(block), registry()[block].verilog_name,
+                                     tmp_path)
     assert cells > 0
 
 

@@ -173,14 +173,15 @@ def count_resources(cells, target):
 
 def synthesize(verilog, top, out_dir, target):
     """Synthesize ``verilog`` (text, module ``top``) with yosys for ``target``; returns
-    :class:`Resources`. Writes ``top.v``, ``synth.ys``, ``synth.log``, ``stat.json``."""
+    :class:`Resources`. Writes ``top.v``, ``synth.ys``, ``synth.log``, ``stat.json`` and
+    the flattened netlist ``top.json`` (``tools/netlist_area.py`` splits its LUTs by unit)."""
     if target not in TARGETS:
         raise ValueError(f"target must be one of {sorted(TARGETS)}, not {target!r}")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "top.v").write_text(verilog)
     script = (f"read_verilog top.v\n{TARGETS[target]['script'].format(top=top)}\n"
-              "tee -q -o stat.json stat -json\n")
+              "tee -q -o stat.json stat -json\nwrite_json top.json\n")
     (out_dir / "synth.ys").write_text(script)
     (out_dir / "stat.json").unlink(missing_ok=True)
     env = tool_environment()

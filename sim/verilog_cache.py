@@ -11,7 +11,9 @@ depend on:
   ``sim``: every ``.py``, ``.rdl`` and ``.vlt`` file, path and bytes),
 - the source file of the generating function (a test module's waivers or parameters),
 - the function's qualified name and its arguments (their ``repr``),
-- the Amaranth version.
+- the Amaranth version, and whether this process's ``verilog.convert`` keeps ``src``
+  attributes whatever its caller asks (a coverage run, ``sim.coverage.emit_src_everywhere``:
+  its text must neither come from nor go to a normal run's entry).
 
 Any edit of those files makes a new key, so a stale text is never used; at worst an
 edit that changes no gate costs one elaboration. Concurrent callers of one key wait on a
@@ -48,8 +50,14 @@ def source_digest():
     return digest.hexdigest()
 
 
+def _converter_mode():
+    from amaranth.back import verilog
+
+    return "src" if getattr(verilog.convert, "_v4hw_emit_src", False) else "as asked"
+
+
 def _key(function, args, kwargs):
-    digest = hashlib.sha256(source_digest().encode())
+    digest = hashlib.sha256(f"{source_digest()}\0{_converter_mode()}".encode())
     digest.update(Path(inspect.getsourcefile(function)).read_bytes())
     call = f"{function.__module__}.{function.__qualname__}{args!r}{sorted(kwargs.items())!r}"
     digest.update(call.encode())

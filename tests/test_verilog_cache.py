@@ -44,6 +44,22 @@ def test_a_source_edit_makes_a_new_key(cache_dir, monkeypatch):
     assert len(list(cache_dir.glob("_verilog-*.v"))) == 2
 
 
+def test_a_coverage_process_has_entries_of_its_own(cache_dir, monkeypatch):
+    """Under ``sim.coverage.emit_src_everywhere`` (``V4HW_COVERAGE=1``) the converter
+    keeps ``src`` attributes: such a text is another key, in both directions."""
+    from amaranth.back import verilog
+
+    disk_cached(_verilog)(3)
+    def with_src(*args, **kwargs):
+        return None
+    with_src._v4hw_emit_src = True
+    monkeypatch.setattr(verilog, "convert", with_src)
+    disk_cached(_verilog)(3)
+    disk_cached(_verilog)(3)
+    assert CALLS == [(3, "top"), (3, "top")]
+    assert len(list(cache_dir.glob("_verilog-*.v"))) == 2
+
+
 def test_off_elaborates_every_time(cache_dir, monkeypatch):
     monkeypatch.setenv("V4HW_VERILOG_CACHE", "0")
     disk_cached(_verilog)(2)

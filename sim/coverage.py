@@ -46,8 +46,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-__all__ = ["emit_src_everywhere", "read_points", "verilog_sources", "report", "fcov_databases",
-           "functional_report", "main"]
+__all__ = ["emit_src_everywhere", "emits_src_everywhere", "read_points", "verilog_sources",
+           "report", "fcov_databases", "functional_report", "main"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BUILD_ROOT = REPO_ROOT / "build" / "sim"
@@ -74,6 +74,14 @@ def emit_src_everywhere():
 
     with_src._v4hw_emit_src = True
     verilog.convert = with_src
+
+
+def emits_src_everywhere():
+    """Whether :func:`emit_src_everywhere` is in force in this process (a coverage run),
+    so that ``sim.verilog_cache`` keeps such texts apart from a normal run's."""
+    from amaranth.back import verilog
+
+    return getattr(verilog.convert, "_v4hw_emit_src", False)
 
 
 # --- coverage.dat ---------------------------------------------------------------------------

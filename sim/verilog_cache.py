@@ -30,9 +30,11 @@ from pathlib import Path
 
 import amaranth
 
+from .coverage import emits_src_everywhere
+from .runner import REPO_ROOT
+
 __all__ = ["CACHE_ROOT", "PACKAGES", "source_digest", "disk_cached"]
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 CACHE_ROOT = REPO_ROOT / "build" / "verilog"
 PACKAGES = ("spec", "hdl", "golden", "plan", "sim")
 _SUFFIXES = (".py", ".rdl", ".vlt")
@@ -50,14 +52,9 @@ def source_digest():
     return digest.hexdigest()
 
 
-def _converter_mode():
-    from amaranth.back import verilog
-
-    return "src" if getattr(verilog.convert, "_v4hw_emit_src", False) else "as asked"
-
-
 def _key(function, args, kwargs):
-    digest = hashlib.sha256(f"{source_digest()}\0{_converter_mode()}".encode())
+    mode = "src" if emits_src_everywhere() else "as asked"
+    digest = hashlib.sha256(f"{source_digest()}\0{mode}".encode())
     digest.update(Path(inspect.getsourcefile(function)).read_bytes())
     call = f"{function.__module__}.{function.__qualname__}{args!r}{sorted(kwargs.items())!r}"
     digest.update(call.encode())

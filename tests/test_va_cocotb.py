@@ -40,7 +40,7 @@ VERILATOR = dict(verilator_public=PUBLIC, verilator_opt=OPT)
 TESTS = ["elementwise_lengths", "strided_moves", "backpressure", "large", "bad_commands",
          "axi_errors", "axi_errors_under_pauses", "start_while_busy", "functions_exhaustive", "row_commands",
          "row_refusals", "rmsnorm_row_passes", "indexed_moves", "indexed_errors", "indexed_pauses",
-         "program_commands", "topk_wide"]
+         "program_commands", "topk_wide", "errors_of_every_opcode"]
 # cocotb selects a testcase by the end of its name: no name here may end with another.
 
 

@@ -12,8 +12,9 @@ from collections import Counter
 
 import cocotb
 import numpy as np
+from cocotbext.axi import AxiResp
 
-from golden.va import SUM_INTERLEAVE, VaCommand
+from golden.va import SUM_INTERLEAVE, VaCommand, clamp_scalar
 from golden.va_latency import va_cycles
 from hdl.va.core import RTL_OPCODES
 from sim import perf
@@ -941,3 +942,88 @@ async def load_long_command(bench, rng):
     either way), for ``tests/conformance_tb.py``'s START while busy; START is not
     written."""
     await bench.write_command(elementwise(bench, rng, VaOpcode.MUL, 500 if ICARUS else 2000))
+
+
+EXT_OPS = (VaOpcode.CLAMP, VaOpcode.SOFTPLUS, VaOpcode.SQRT)
+
+
+def any_command(bench, rng, op, n, *, distinct=False):
+    """A valid command of any opcode the VA runs, on random operands at random places:
+    through the makers above (strided moves at random element sizes and strides that fit
+    the window, indexed forms without skipped indices, CLAMP with bounds -10 and 10).
+    ``distinct``: a SCATTER_IDX's indices all differ (after an error, the writes already
+    under way may land; with a repeated index, one of them may be a place's last word
+    only for the part of the command that ran)."""
+    if op in (VaOpcode.GATHER, VaOpcode.SCATTER):
+        esize = rng.randrange(3)
+        most = (bench.size // 2 - 64) // max(n, 1)
+        return gather(bench, rng, n, esize, rng.randrange(0, min(3000, most)) >> esize << esize,
+                      op)
+    if op in INDEXED:
+        esize = rng.randrange(3)
+        cmd = indexed(bench, rng, op, n, esize, rng.randrange(1, 300) >> esize << esize
+                      or 1 << esize, skip=0.0, limit=2 * n + 2)
+        if distinct and op == VaOpcode.SCATTER_IDX:
+            bench.place(cmd.src2, np.array(rng.sample(range(cmd.index_limit), n), np.int32))
+        return cmd
+    if op in ROWS or op == VaOpcode.TOPK_WIDE:
+        return row_command(bench, rng, op, n)
+    if op in PROGRAM_OPS:
+        return program_command(bench, rng, op, n)
+    cmd = elementwise(bench, rng, op, n)
+    if op == VaOpcode.CLAMP:
+        cmd.scalar = clamp_scalar(0xC120, 0x4120)
+    return cmd
+
+
+def first_read_and_write(bench, cmd):
+    """The first byte of ``cmd``'s data that every run of it reads and the first byte it
+    writes, each the first byte of its burst: SRC (the indexed forms: their index data at
+    SRC2, read before any element) and DST (SCATTER_IDX: its first element's place)."""
+    read = cmd.src2 if cmd.op in INDEXED else cmd.src
+    write = cmd.dst
+    if cmd.op == VaOpcode.SCATTER_IDX:
+        first = int(bench.image[cmd.src2 - bench.origin:][:4].view(np.int32)[0])
+        write = cmd.dst + first * cmd.stride
+    return read, write
+
+
+@cocotb.test()
+async def errors_of_every_opcode(dut):
+    """Every opcode under random idle and back-pressure cycles on every memory channel: a
+    command that runs (Verilator: a random length, then one of 4 097 to 6 000 elements
+    without pauses), an AXI read error at the first byte it reads and a write error at
+    the first byte it writes (SLVERR or DECERR at random): AXI_READ/WRITE_ERROR with that
+    byte in ERR_ADDR, only golden bytes written before it (lengths 1, L or random); the
+    refusals of LENGTH 0, of 65 537 and of odd addresses; after the last error a clean
+    command runs (Icarus: lengths below 40, no long run)."""
+    bench, rng = await new_bench(dut, window=(0x7F00_0000_0000, 1 << 21))
+    for op in RTL_OPCODES:
+        bench.set_pauses(0.3)
+        await bench.check(any_command(bench, rng, op, rng.randrange(1, 40 if ICARUS else 300)))
+        n = rng.choice((1, L, rng.randrange(2, 40 if ICARUS else 300)))
+        if op == VaOpcode.ROPE:
+            # 16 or more: a split-half x's second half (SRC + LENGTH bytes) starts in a
+            # later bus word than SRC; in the same word, its burst fails too, and the
+            # reader, which takes its operands in turn, may report it first.
+            n = max(n, 16)
+        cmd = any_command(bench, rng, op, n, distinct=True)
+        read, write = first_read_and_write(bench, cmd)
+        for addr, code, reads in ((read, ErrorCode.AXI_READ_ERROR, True),
+                                  (write, ErrorCode.AXI_WRITE_ERROR, False)):
+            resp = rng.choice((AxiResp.SLVERR, AxiResp.DECERR))
+            bench.ram.error_ranges = [ErrorRange(addr, addr + 1, resp=resp, reads=reads,
+                                                 writes=not reads)]
+            await bench.check(cmd, expect=code, err_addr=addr & 0xFFFFFFFF)
+        bench.ram.error_ranges = []
+        # Refusals: LENGTH 0 and 65 537, every address odd (the golden model's code).
+        o = bench.origin
+        for length, odd in ((0, 0), (65537, 0), (8, 1)):
+            await bench.check(VaCommand(op, length, src=o + odd, src2=o + 512 + odd,
+                                        src3=o + 768 + odd, dst=o + 1024 + odd,
+                                        dst2=o + 1536 + odd, k=1, index_limit=8, rows=1))
+        if not ICARUS:
+            bench.set_pauses(0)
+            await bench.check(any_command(bench, rng, op, rng.randrange(4097, 6001)))
+    bench.set_pauses(0)
+    await bench.check(any_command(bench, rng, VaOpcode.ADD, 40))

@@ -19,7 +19,7 @@ help:
 	@echo "make test-fast  golden, planner, Amaranth-simulator and formal tests only, on every core"
 	@echo "make test-fpga  the FPGA flow's checks only (synthesis smoke, constraints)"
 	@echo "make test-cocotb the cocotb tier of make test only (Icarus and Verilator)"
-	@echo "make soak       each block's random tests over SEEDS=1000 new seeds, many a simulation (BLOCKS=ma,va,mc,muon)"
+	@echo "make soak       each block's random tests over SEEDS=1000 new seeds, many a simulation (BLOCKS=ma,va,mc,muon,tile)"
 	@echo "make soak HOURS=8  make test's selection round after round with new seeds (or ROUNDS=1 SOAK_MINUTES=60)"
 	@echo "make coverage   line and toggle coverage of the Verilator runs, per block (build/coverage/)"
 	@echo "make durations  run make test and record each test's time (tests/data/durations.json)"
@@ -154,7 +154,7 @@ coverage: setup .coverage-tools
 	    $(BIN)/python -m sim.coverage $(if $(FCOV_ONLY),--functional,$(BLOCKS)) || exit 1; \
 	    exit $$status
 
-# make soak [SEEDS=1000] [BLOCKS=ma,va,mc,muon] [TESTS=ma.gemm_random,...] [SOAK_JOBS=cores]
+# make soak [SEEDS=1000] [BLOCKS=ma,va,mc,muon,tile] [TESTS=ma.gemm_random,...] [SOAK_JOBS=cores]
 # [SOAK_MINUTES=]: each block's random cocotb test over SEEDS new seeds on Verilator, many
 # seeds per simulator process, SOAK_JOBS processes at a time; a summary per test, the rerun
 # command of each failing seed, JUnit XML in build/soak/soak.xml (sim/soak.py). With

@@ -1,6 +1,6 @@
 """``make soak``: random tests over many new seeds, or the regression in rounds of new seeds.
 
-**Seeds** (``python -m sim.soak --seeds 1000 [--blocks ma,va,mc,muon] [--tests NAME,...]
+**Seeds** (``python -m sim.soak --seeds 1000 [--blocks ma,va,mc,muon,tile] [--tests NAME,...]
 [--jobs N] [--per-process K] [--minutes M]``): each selected test of :data:`SOAK_TESTS`
 (a block's randomized cocotb test) runs over that many new seeds on Verilator, on the
 build ``make test`` uses for it (its test module's ``cocotb_args``), ``--per-process``
@@ -83,10 +83,13 @@ SOAK_TESTS = [
     SoakTest("muon", "random_traffic_backpressure", "tests.test_muon_cocotb", (2, 2),
              "tests/test_muon_cocotb.py::test_muon[verilator-2x2-random_traffic_backpressure]",
              1),
+    SoakTest("tile", "random_traffic", "tests.test_tile_cocotb", (),
+             "tests/test_tile_cocotb.py::test_tile_verilator[random_traffic]", 5),
 ]
 """The soak's tests: each block's main randomized test (``make test`` runs each once,
 with its recorded seed). A seed of each simulates about 0.6 to 0.9 ms (MA), 0.12 ms
-(VA), 0.06 ms (MC) and 0.01 ms (Muon): the limits are more than 20 times that."""
+(VA), 0.06 ms (MC), 0.01 ms (Muon) and 0.03 to 0.1 ms (the tile): the limits are more than 20
+times that."""
 
 BLOCKS = tuple(dict.fromkeys(t.block for t in SOAK_TESTS))
 

@@ -141,5 +141,5 @@ def test_soak_tests_run_make_tests_builds():
                             capture_output=True, text=True).stdout.split()
     for test in soak.SOAK_TESTS:
         assert test.node in listed, test.node
-        assert test.node.endswith(f"-{test.test}]")
+        assert test.node.endswith((f"-{test.test}]", f"[{test.test}]"))
         assert test.module.replace(".", "/") + ".py" == test.node.split("::")[0]

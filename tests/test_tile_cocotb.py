@@ -36,7 +36,7 @@ slots (waived when the tile's one slot was constant; kept since its RBR arbiter 
 them)."""
 TESTS = ["identity", "ma_gemm", "va_silu", "migrate_copy", "outside_windows",
          "interrupt_source", "all_at_once", "reservations", "reserved_commands",
-         "reserved_sharing"]
+         "reserved_sharing", "random_traffic"]
 
 
 @disk_cached
@@ -65,11 +65,19 @@ def tile_verilog_icarus():
     return text
 
 
+def cocotb_args(simulator):
+    """``run_cocotb``'s arguments but the testcase of ``test_tile_verilator`` (``make
+    soak`` runs ``random_traffic``'s seeds on the same build, sim/soak.py)."""
+    assert simulator == "verilator", "the tile's tests on Icarus are its smoke alone"
+    return dict(verilog=tile_verilog(), toplevel=TOPLEVEL, test_module=TESTBENCH,
+                config_name=CONFIG_NAME, gtkw_groups=TILE_GTKW_GROUPS, timeout_s=900,
+                **VERILATOR)
+
+
 @pytest.mark.cocotb
 @pytest.mark.parametrize("test", TESTS)
 def test_tile_verilator(test):
-    run_cocotb("verilator", tile_verilog(), TOPLEVEL, TESTBENCH, config_name=CONFIG_NAME,
-               testcase=test, gtkw_groups=TILE_GTKW_GROUPS, timeout_s=900, **VERILATOR)
+    run_cocotb("verilator", testcase=test, **cocotb_args("verilator"))
 
 
 @pytest.mark.cocotb

@@ -20,13 +20,15 @@ from golden.ma import gemm as golden_gemm
 from golden.muon import ReservationModel
 from golden.va import MemoryWindow, VaCommand, execute
 from hdl.common.axi import AxiResp
-from sim.ma_driver import Command, MaBench
+from hdl.va.core import RTL_OPCODES
+from sim.ma_driver import Command, MaBench, b_transposed
 from sim.seed import test_seed
 from sim.tile_driver import TileBench
 from sim.tile_reserve import reserve
 from sim.va_driver import VaBench
-from spec.codes import BlockId, ErrorCode, MaMode, TrafficClass, VaOpcode
+from spec.codes import MA_MODE_BF16, BlockId, ErrorCode, MaMode, TrafficClass, VaOpcode
 from spec.tile import DEFAULT_NODES, TileBlock
+from tests.va_tb import any_command
 
 ICARUS = cocotb.SIM_NAME.lower().startswith("icarus")
 P, L, BUS = 4, 8, 16
@@ -53,7 +55,7 @@ async def new_tile(dut, **kwargs):
 
 def operands(rng, mode, m, k, n):
     g = np.random.default_rng(rng.getrandbits(64))
-    if mode == MaMode.INT8:
+    if not mode & MA_MODE_BF16:     # int8, B as stored or transposed
         return (g.integers(-128, 128, (m, k), dtype=np.int8),
                 g.integers(-128, 128, (k, n), dtype=np.int8))
     # bf16 values of moderate range (random sign, exponent 120..134, mantissa).
@@ -253,6 +255,84 @@ async def _wait_done(regs, what, max_cycles, bench):
         assert bench.timing.edge() < deadline, f"{what} did not end in {max_cycles} cycles"
 
 
+def _gemm_job(ma, rng, mode, m, k, n, *, accumulate=False):
+    """A GEMM for a concurrent round: its operands (and old C) placed through the MA's
+    TAT at 0x10000, 0x20000, 0x40000; its command, C's place, and the golden C."""
+    a, b = operands(rng, mode, m, k, n)
+    if b_transposed(mode):
+        b = np.ascontiguousarray(b.T)
+    es = 2 if mode & MA_MODE_BF16 else 1
+    cmd = Command(mode=mode, m=m, k=k, n=n, a_addr=0x10000, b_addr=0x20000, c_addr=0x40000,
+                  lda=k * es, ldb=b.shape[1] * es, ldc=4 * n, accumulate=accumulate)
+    ma.place(a, cmd.a_addr, cmd.lda)
+    ma.place(b, cmd.b_addr, cmd.ldb)
+    old = None
+    if accumulate:
+        c_dtype = np.uint32 if mode & MA_MODE_BF16 else np.int32
+        old = np.frombuffer(rng.randbytes(4 * m * n), c_dtype).reshape(m, n)
+        ma.place(old, cmd.c_addr, cmd.ldc)
+    return cmd, golden_gemm(mode, a, b, old)
+
+
+async def _concurrent(bench, label, *, gemm=None, vcmd=None, copy=None,
+                      order=("ma", "va", "migrate"), max_cycles=400_000):
+    """Write each job's registers, START them back to back in ``order``, wait for each
+    to be DONE; check C against its golden C (``gemm``: from :func:`_gemm_job`), the VA's
+    window against golden.va (``vcmd``), the copy against its source (``copy``: src,
+    dst, bytes; the source is filled with random bytes here), that no other byte
+    changed and no AXI rule broke. Returns each block's cycles from the first START."""
+    ma, va = bench.ma, bench.va
+    jobs = {"ma": gemm, "va": vcmd, "migrate": copy}
+    order = [block for block in order if jobs[block] is not None]
+    footprint = set()
+    if vcmd is not None:
+        golden_window = va.image.copy()
+        execute(vcmd, MemoryWindow(va.origin, golden_window), lanes=L)
+    if copy is not None:
+        src, dst, length = copy
+        data = bench.rng.randbytes(length)
+        bench.ram.mem.write(src, data)
+        footprint |= set(range(dst, dst + length))
+    before = bench.ram.snapshot()
+    if gemm is not None:
+        await ma.write_command(gemm[0])
+    if vcmd is not None:
+        await va.write_command(vcmd)
+    if copy is not None:
+        mig = bench.block_regs("migrate")
+        for name, value in (("SRC", src), ("DST", dst)):
+            await mig.write(f"{name}_LO", value & 0xFFFFFFFF)
+            await mig.write(f"{name}_HI", value >> 32)
+        await mig.write("LENGTH", length)
+    started = bench.now()
+    for block in order:
+        await bench.block_regs(block).write("START", 1)
+    for block in order:
+        await _wait_done(bench.block_regs(block), f"{label}: {block}", max_cycles, bench)
+    cycles = {}
+    for block in order:
+        regs = bench.block_regs(block)
+        lo = await regs.read("CTR_LO")
+        hi = await regs.read("CTR_HI")
+        cycles[block] = (hi << 32 | lo) - started
+    if gemm is not None:
+        cmd, expected_c = gemm
+        got = ma.fetch(cmd.c_addr, cmd.m, cmd.n, expected_c.dtype, cmd.ldc)
+        assert np.array_equal(got, expected_c), f"{label}: C differs from golden.ma ({cmd})"
+        footprint |= set(ma._c_footprint(cmd))
+    if vcmd is not None:
+        assert np.array_equal(va.window_bytes(), golden_window), (
+            f"{label}: the VA's window differs from golden.va ({vcmd})")
+        footprint |= {va.origin + i for i in np.nonzero(golden_window != va.image)[0]}
+        va.image = golden_window
+    if copy is not None:
+        assert bytes(bench.ram.mem.read(dst, length)) == data, f"{label}: the copy differs"
+    stray = [x for x in bench.ram.changed_bytes(before) if x not in footprint]
+    assert not stray, f"{label}: {len(stray)} bytes changed outside the results"
+    assert not bench.ram.violations, "\n".join(bench.ram.violations)
+    return cycles
+
+
 @cocotb.test()
 async def all_at_once(dut):
     """Every requester node streams at once: an MA int8 64³ GEMM (class decode), a VA SILU
@@ -260,55 +340,53 @@ async def all_at_once(dut):
     back to back; each result is checked (C against golden.ma, the VA's window against
     golden.va, the copy against its source) and nothing else in memory changed."""
     bench, rng = await new_tile(dut)
-    ma, va = bench.ma, bench.va
     await bench.regs.write_fields("TRAFFIC_CLASS", ma=TrafficClass.DECODE,
                                   va=TrafficClass.PREFILL,
                                   migrate=TrafficClass.CACHE_MIGRATE)
-    await ma.set_tat(_wide())
+    await bench.ma.set_tat(_wide())
     n = 64
-    a, b = operands(rng, MaMode.INT8, n, n, n)
-    c_addr = 0x40000
-    cmd = Command(mode=MaMode.INT8, m=n, k=n, n=n, a_addr=0x10000, b_addr=0x20000,
-                  c_addr=c_addr, lda=n, ldb=n, ldc=4 * n)
-    ma.place(a, cmd.a_addr, cmd.lda)
-    ma.place(b, cmd.b_addr, cmd.ldb)
-    expected_c = golden_gemm(MaMode.INT8, a, b, None)
-    vcmd = silu(va, rng, 8192)
-    golden_window = va.image.copy()
-    execute(vcmd, MemoryWindow(va.origin, golden_window), lanes=L)
-    src, dst, length = 0x5000_0000, 0x5100_0000, 65536
-    data = rng.randbytes(length)
-    bench.ram.mem.write(src, data)
-    before = bench.ram.snapshot()
-    await ma.write_command(cmd)
-    await va.write_command(vcmd)
-    mig = bench.block_regs("migrate")
-    for name, value in (("SRC", src), ("DST", dst)):
-        await mig.write(f"{name}_LO", value & 0xFFFFFFFF)
-        await mig.write(f"{name}_HI", value >> 32)
-    await mig.write("LENGTH", length)
-    started = bench.now()
-    for block in ("ma", "va", "migrate"):
-        await bench.block_regs(block).write("START", 1)
-    for block in ("ma", "va", "migrate"):
-        await _wait_done(bench.block_regs(block), block, 400_000, bench)
-    cycles = {}
-    for block in ("ma", "va", "migrate"):
-        regs = bench.block_regs(block)
-        lo = await regs.read("CTR_LO")
-        hi = await regs.read("CTR_HI")
-        cycles[block] = (hi << 32 | lo) - started
+    gemm = _gemm_job(bench.ma, rng, MaMode.INT8, n, n, n)
+    vcmd = silu(bench.va, rng, 8192)
+    cycles = await _concurrent(bench, "all_at_once", gemm=gemm, vcmd=vcmd,
+                               copy=(0x5000_0000, 0x5100_0000, 65536))
     print("PERF all_at_once " + " ".join(f"{k}={v}" for k, v in cycles.items()))
-    got = ma.fetch(c_addr, n, n, np.int32, 4 * n)
-    assert np.array_equal(got, expected_c), "C differs from golden.ma"
-    assert np.array_equal(va.window_bytes(), golden_window), "the VA's window differs"
-    assert bytes(bench.ram.mem.read(dst, length)) == data, "the copy differs"
-    footprint = set(range(dst, dst + length))
-    footprint |= {va.origin + i for i in np.nonzero(golden_window != va.image)[0]}
-    footprint |= set(ma._c_footprint(cmd))
-    stray = [x for x in bench.ram.changed_bytes(before) if x not in footprint]
-    assert not stray, f"{len(stray)} bytes changed outside the three results"
-    assert not bench.ram.violations, "\n".join(bench.ram.violations)
+
+
+RANDOM_ROUNDS = 4
+
+
+@cocotb.test()
+async def random_traffic(dut):
+    """The tile's randomized test (``make soak``'s): rounds of concurrent work under random
+    idle and back-pressure cycles on every ``m_axi_gmem`` channel, each node at a random
+    traffic class; each round starts, in a random order, a random non-empty subset of an
+    MA GEMM (any mode, M, K, N of 1 to 40, C = A·B or C += A·B), a VA command (any opcode,
+    1 to 600 elements, through ``tests/va_tb.py``'s command makers) and a migrate copy
+    (16 B to 16 KiB at random bus-aligned places); every result bit for bit against the
+    golden models, nothing else changed, no AXI rule broken."""
+    bench, rng = await new_tile(dut)
+    bench.pause(bench.ram.channels(), rng.choice((0.1, 0.3, 0.5)))
+    await bench.ma.set_tat(_wide())
+    for round_ in range(RANDOM_ROUNDS):
+        classes = {block: rng.choice(list(TrafficClass)) for block in ("ma", "va", "migrate")}
+        await bench.regs.write_fields("TRAFFIC_CLASS", **classes)
+        blocks = [b for b in ("ma", "va", "migrate") if rng.random() < 0.7] or ["va"]
+        rng.shuffle(blocks)
+        gemm = vcmd = copy = None
+        if "ma" in blocks:
+            mode = rng.choice(list(MaMode))
+            gemm = _gemm_job(bench.ma, rng, mode, *(rng.randrange(1, 41) for _ in range(3)),
+                             accumulate=rng.random() < 0.3)
+        if "va" in blocks:
+            vcmd = any_command(bench.va, rng, rng.choice(RTL_OPCODES), rng.randrange(1, 601))
+        if "migrate" in blocks:
+            src = 0x5000_0000 + BUS * rng.randrange(4096)
+            copy = (src, src + 0x100_0000 + BUS * rng.randrange(4096),
+                    BUS * rng.randrange(1, 1025))
+        label = f"round {round_} ({', '.join(blocks)}; {classes})"
+        cycles = await _concurrent(bench, label, gemm=gemm, vcmd=vcmd, copy=copy,
+                                   order=blocks)
+        print(f"PERF random_traffic {label}: " + " ".join(f"{k}={v}" for k, v in cycles.items()))
 
 
 async def _timed(bench, block, cmd, spans=None):

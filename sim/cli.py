@@ -215,8 +215,8 @@ def cmd_demo_tile(args):
     """Generate the small tile, run one decode step of a tile preset through it under
     Verilator with the host runtime, print the per-stage table and the verdict."""
     from hdl.tile.top import SMALL
+    from sim import tile_build as tile
     from sim.runner import CocotbTestFailure, SimulationError, run_cocotb
-    from tests import test_tile_cocotb as tile
 
     if args.limit < 0:
         raise UsageError(f"demo: --limit must be >= 0, not {args.limit}")

@@ -1,7 +1,9 @@
 """The layering of the packages: ``spec`` is a leaf, ``hdl`` and ``golden`` import it and
 never each other, so the golden model cannot inherit the RTL's mistakes; ``plan`` (the
 CircuitFlow IR and the planner) builds on ``spec`` and ``golden``'s latency models and
-never sees the RTL or a simulator.
+never sees the RTL or a simulator. ``sim`` (the simulation harness and the ``v4hw``
+command) never imports the repository's ``tests``: an installed ``v4hw`` does not have
+them on its path.
 
 Imports are read statically (every ``import`` and ``from ... import`` statement of every
 module, relative ones resolved), so an import inside a function counts too.
@@ -18,6 +20,7 @@ FORBIDDEN = {
     "hdl": {"golden", "numpy", "cocotb", "cocotb_tools", "cocotbext", "sim", "tests"},
     "golden": {"hdl", "amaranth", "cocotb", "cocotb_tools", "cocotbext", "sim", "tests"},
     "plan": {"hdl", "amaranth", "cocotb", "cocotb_tools", "cocotbext", "sim", "tests"},
+    "sim": {"tests"},
 }
 
 
@@ -40,7 +43,7 @@ def _imports(path, package_parts):
 def violations(root):
     """Every forbidden import under ``root``: ``"path:line: package imports name"``."""
     found = []
-    for package in ("spec", "hdl", "golden", "plan"):
+    for package in ("spec", "hdl", "golden", "plan", "sim"):
         for path in sorted((root / package).rglob("*.py")):
             parts = list(path.relative_to(root).with_suffix("").parts)
             package_parts = parts[:-1]   # a module's package, and an __init__'s own
@@ -64,7 +67,8 @@ def test_layering_check_finds_violations(tmp_path):
     for package, text in (("spec", "import numpy\n"),
                           ("hdl", "from golden.va import FIX\n"),
                           ("golden", "def f():\n    from amaranth import Signal\n"),
-                          ("plan", "from sim.seed import test_seed\n")):
+                          ("plan", "from sim.seed import test_seed\n"),
+                          ("sim", "def f():\n    from tests import test_tile_cocotb\n")):
         (tmp_path / package).mkdir()
         (tmp_path / package / "__init__.py").write_text("")
         (tmp_path / package / "bad.py").write_text(text)
@@ -74,4 +78,5 @@ def test_layering_check_finds_violations(tmp_path):
         "hdl/bad.py:1: hdl imports golden",
         "golden/bad.py:2: golden imports amaranth",
         "plan/bad.py:1: plan imports sim",
+        "sim/bad.py:2: sim imports tests",
     ]

@@ -63,6 +63,11 @@ def element_size(mode):
     return 2 if mode & MA_MODE_BF16 else 1
 
 
+def c_dtype(mode):
+    """C's elements: int32 (int8 modes) or binary32 bits as uint32 (bf16 modes)."""
+    return np.uint32 if mode & MA_MODE_BF16 else np.int32
+
+
 def b_transposed(mode):
     """MODE bit 1: B is stored as N rows of K elements (C = A·Bᵀ)."""
     return bool(mode & MA_MODE_B_T)
@@ -448,9 +453,8 @@ class MaBench(KernelBench):
         a, b = np.asarray(a), np.asarray(b)
         bt = b_transposed(mode)
         m_, k_, n_ = a.shape[0], a.shape[1], b.shape[0 if bt else 1]
-        c_dtype = np.uint32 if mode & MA_MODE_BF16 else np.int32
         if c is None:
-            c = np.frombuffer(self.rng.randbytes(4 * m_ * n_), c_dtype).reshape(m_, n_)
+            c = np.frombuffer(self.rng.randbytes(4 * m_ * n_), c_dtype(mode)).reshape(m_, n_)
         cmd = Command(mode=mode, m=m_ if m is None else m, k=k_ if k is None else k,
                       n=n_ if n is None else n, a_addr=a_addr, b_addr=b_addr, c_addr=c_addr,
                       lda=k_ * es if lda is None else lda,

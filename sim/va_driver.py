@@ -166,7 +166,7 @@ class VaBench(KernelBench):
             changed = np.nonzero(after != self.image)[0]
             assert np.array_equal(after[changed], full[changed]), (
                 f"a byte written before the error differs from the golden result, first "
-                f"at {self.origin + int(changed[~(after[changed] == full[changed])][0]):#x} ({cmd})")
+                f"at {self.origin + int(changed[after[changed] != full[changed]][0]):#x} ({cmd})")
         for burst in new_writes:
             for run_addr, run in burst.runs:
                 assert self.origin <= run_addr and run_addr + len(run) <= self.origin + self.size, (

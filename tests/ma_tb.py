@@ -20,7 +20,7 @@ from hdl.common.axi import AxiResp
 from hdl.top.ma import MA_VERSION
 from sim import perf
 from sim.bfm import PAGE, ErrorRange
-from sim.ma_driver import Command, MaBench, b_transposed, element_size
+from sim.ma_driver import Command, MaBench, b_transposed, c_dtype, element_size
 from sim.seed import test_seed
 from spec.codes import MA_MODE_B_T, MA_MODE_BF16, ErrorCode, MaMode
 
@@ -417,8 +417,7 @@ async def b_transposed_random(dut):
     for mode in (INT8_BT, BF16_BT):
         a, b = rand_operands(rng, mode, m, k, n)
         where = layout(rng, mode, m, k, n)
-        c_dtype = np.uint32 if mode & MA_MODE_BF16 else np.int32
-        c = np.frombuffer(rng.randbytes(4 * m * n), c_dtype).reshape(m, n)
+        c = np.frombuffer(rng.randbytes(4 * m * n), c_dtype(mode)).reshape(m, n)
         if mode & MA_MODE_BF16:
             c = (c & np.uint32(0x807FFFFF)) | np.uint32(0x3F000000)
         await bench.gemm(mode, a, b, c, accumulate=True, **where)

@@ -21,7 +21,7 @@ from golden.muon import ReservationModel
 from golden.va import MemoryWindow, VaCommand, execute
 from hdl.common.axi import AxiResp
 from hdl.va.core import RTL_OPCODES
-from sim.ma_driver import Command, MaBench, b_transposed
+from sim.ma_driver import Command, MaBench, b_transposed, c_dtype, element_size
 from sim.seed import test_seed
 from sim.tile_driver import TileBench
 from sim.tile_reserve import reserve
@@ -261,15 +261,14 @@ def _gemm_job(ma, rng, mode, m, k, n, *, accumulate=False):
     a, b = operands(rng, mode, m, k, n)
     if b_transposed(mode):
         b = np.ascontiguousarray(b.T)
-    es = 2 if mode & MA_MODE_BF16 else 1
+    es = element_size(mode)
     cmd = Command(mode=mode, m=m, k=k, n=n, a_addr=0x10000, b_addr=0x20000, c_addr=0x40000,
                   lda=k * es, ldb=b.shape[1] * es, ldc=4 * n, accumulate=accumulate)
     ma.place(a, cmd.a_addr, cmd.lda)
     ma.place(b, cmd.b_addr, cmd.ldb)
     old = None
     if accumulate:
-        c_dtype = np.uint32 if mode & MA_MODE_BF16 else np.int32
-        old = np.frombuffer(rng.randbytes(4 * m * n), c_dtype).reshape(m, n)
+        old = np.frombuffer(rng.randbytes(4 * m * n), c_dtype(mode)).reshape(m, n)
         ma.place(old, cmd.c_addr, cmd.ldc)
     return cmd, golden_gemm(mode, a, b, old)
 
